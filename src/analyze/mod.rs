@@ -1,0 +1,233 @@
+//! Measurements → capacity (pure): run summaries from journals, SLO verdicts,
+//! CrossP, the Cr_closed knee, the Cr_open search and sizing.
+//!
+//! Every derived number here is computed from journals alone, so `capcard
+//! report` can recompute a card from a results folder without any endpoint.
+//! [`CapacityReport`] is the `results.json` model that `report` renders.
+
+pub mod crossp;
+pub mod knee;
+pub mod search;
+pub mod sizing;
+pub mod slo;
+pub mod summary;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{CrossPSpec, KneeSpec, Slo, Workload};
+use crate::plan::Mode;
+
+pub use summary::summarize;
+
+/// Latency distribution of one metric in one run, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Other percentiles an SLO asked for, keyed like `"p99.9"`, `"p75"`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// What one run measured (one entry of `closed[]` or `open[]` in results.json).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub mode: Option<Mode>,
+    /// Closed loop: the fixed concurrency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Open loop: the scheduled mean arrival rate (tasks/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_rps: Option<f64>,
+    /// Open loop: completed tasks/s over the measured window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_rps: Option<f64>,
+    /// Open loop: arrivals scheduled in the measured window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<u64>,
+    /// Measured (post-warmup) calls that succeeded.
+    pub requests: u64,
+    /// Measured calls that failed, all classes.
+    pub errors: u64,
+    pub errors_by_class: BTreeMap<String, u64>,
+    /// Measured tasks (conversations / agent tasks) completed; = requests for single calls.
+    pub tasks: u64,
+    /// Length of the measured window, seconds.
+    pub window_s: f64,
+    /// Completed calls/s.
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    /// Prompt + output tokens/s.
+    pub total_tokens_per_s: f64,
+    pub ttft_ms: LatencyStats,
+    pub itl_ms: LatencyStats,
+    pub tpot_ms: LatencyStats,
+    pub e2e_ms: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_e2e_ms: Option<LatencyStats>,
+    /// Open loop: actual − scheduled send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag_ms: Option<LatencyStats>,
+    /// Mean prompt tokens planned vs reported by the server (usage).
+    pub prompt_tokens_requested_mean: f64,
+    pub prompt_tokens_reported_mean: Option<f64>,
+    pub output_tokens_requested_mean: f64,
+    pub output_tokens_mean: f64,
+    /// Calls whose output was shorter than planned.
+    pub short_outputs: u64,
+    /// Mean calls in flight over the window (Little's law check).
+    pub mean_inflight: Option<f64>,
+    /// Open loop, per SLO: every clause held and the run kept up.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slo_pass: BTreeMap<String, bool>,
+    /// Open loop, per SLO: the detail behind `slo_pass`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slo_verdicts: BTreeMap<String, slo::SloVerdict>,
+    /// Per SLO: calls/s whose own latencies met every per-request clause.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub goodput_rps: BTreeMap<String, f64>,
+    /// Open loop: completed/offered ≥ 95% and no growing backlog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_up: Option<bool>,
+    pub generator_lagging: bool,
+    /// The journal had no footer or the run was interrupted.
+    pub incomplete: bool,
+}
+
+/// CrossP: first level where ΔT% > ΔX% vs the previous level (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossP {
+    pub concurrency: u32,
+    pub zone: [u32; 2],
+    pub metric: String,
+    pub stat: String,
+    /// ΔT% and ΔX% at the crossing, in percent.
+    pub delta_latency_pct: f64,
+    pub delta_throughput_pct: f64,
+}
+
+/// Cr_closed: the knee of throughput vs concurrency, a range (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrClosed {
+    pub range: [u32; 2],
+    pub output_tokens_per_s: [f64; 2],
+    pub requests_per_s: [f64; 2],
+    pub ttft_p50_ms: [f64; 2],
+    pub ttft_p99_ms: [f64; 2],
+    pub e2e_p50_ms: [f64; 2],
+    /// X_max and where it was measured.
+    pub max_output_tokens_per_s: f64,
+    pub max_at_concurrency: u32,
+    /// The fractions used (defaults 0.9, 0.97).
+    pub fractions: [f64; 2],
+    /// The largest level still gained ≥ lower fraction: saturation may not be reached.
+    pub saturated: bool,
+}
+
+/// Cr_open for one SLO (SPEC §3): `rps` is null when even `min` failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrOpen {
+    pub slo: String,
+    pub rps: Option<f64>,
+    /// The lowest tested rate above `rps` that failed; null if none failed.
+    pub failed_at_rps: Option<f64>,
+    /// `max` of the search passed: Cr_open ≥ rps.
+    pub at_least: bool,
+    /// Plain-language reason when `rps` is null or only a bound.
+    pub note: Option<String>,
+    /// Run id of the passing run at `rps`.
+    pub run_id: Option<String>,
+    /// Run id of the failing run at `failed_at_rps`, and which clauses failed there.
+    pub failed_run_id: Option<String>,
+    pub failed_clauses: Vec<String>,
+}
+
+/// One row of the sizing table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizingRow {
+    /// `"rps=150"`, `"output-tokens-per-s=500000"`.
+    pub target: String,
+    /// `"cr_open:interactive"` or `"cr_closed"`.
+    pub uses: String,
+    /// The capacity per replica used, in the target's unit; null when not measured.
+    pub cr_per_replica: Option<f64>,
+    pub unit: String,
+    pub headroom: f64,
+    pub spares: u32,
+    pub replicas: Option<u32>,
+    pub cost_per_hour: Option<f64>,
+    /// From Cr_closed throughput (at the knee's upper end).
+    pub cost_per_million_output_tokens: Option<f64>,
+    pub currency: Option<String>,
+    pub note: Option<String>,
+}
+
+/// The `results.json` model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// Always `"capcard/results/v1"`.
+    pub schema: String,
+    pub experiment: String,
+    pub description: Option<String>,
+    pub tool_version: String,
+    pub seed: u64,
+    /// `"complete"`, `"interrupted"` or `"partial"` (some runs missing).
+    pub status: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub cards: Vec<Card>,
+}
+
+/// One card: one target × one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    pub target: String,
+    pub workload: String,
+    pub target_info: TargetInfo,
+    pub workload_profile: Workload,
+    /// Measured token counts over all measured calls of this card.
+    pub measured_tokens: Option<MeasuredTokens>,
+    pub slos: Vec<Slo>,
+    /// Arrival process of the open runs (`"poisson"`, ...), if any.
+    pub arrival: Option<String>,
+    pub closed: Vec<RunSummary>,
+    pub crossp_spec: Option<CrossPSpec>,
+    pub knee_spec: Option<KneeSpec>,
+    pub crossp: Option<CrossP>,
+    pub cr_closed: Option<CrClosed>,
+    pub open: Vec<RunSummary>,
+    pub cr_open: Vec<CrOpen>,
+    pub sizing: Vec<SizingRow>,
+    /// What is missing or questionable, in plain language.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// `"endpoint http://..."` or `"sim h100-llama3-8b"`.
+    pub kind: String,
+    pub api: String,
+    pub model: Option<String>,
+    pub hardware: Option<String>,
+    pub runtime: Option<String>,
+    pub cost_per_hour: Option<f64>,
+    pub currency: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredTokens {
+    pub calls: u64,
+    pub prompt_tokens_requested_mean: f64,
+    pub prompt_tokens_reported_mean: Option<f64>,
+    pub output_tokens_requested_mean: f64,
+    pub output_tokens_mean: f64,
+    pub short_outputs: u64,
+}

@@ -1,0 +1,1 @@
+//! Sizing (SPEC §3): replicas = ceil(target / (Cr × (1 − headroom))) + spares.

@@ -1,0 +1,461 @@
+//! The typed, validated experiment: what a KDL file means once every value
+//! has been checked. Later stages only ever see these types, never KDL.
+//!
+//! Values carry their unit in their type (`Duration`, [`Fraction`],
+//! [`RatePerS`], token counts as `u32`), and named items keep the span of
+//! their name so later stages (plan, run) can point back into the file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use miette::SourceSpan;
+use serde::{Deserialize, Serialize};
+
+/// One experiment file, fully decoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Experiment {
+    /// `experiment "name"`; defaults to the file stem.
+    pub name: String,
+    /// Free-text description for the card.
+    pub description: Option<String>,
+    /// Every random choice (lengths, prefixes, arrivals) derives from this.
+    pub seed: u64,
+    pub targets: Vec<Target>,
+    pub workloads: Vec<Workload>,
+    pub slos: Vec<Slo>,
+    /// `closed { }`: the concurrency sweep (→ CrossP, Cr_closed).
+    pub closed: Option<ClosedSpec>,
+    /// `open { }`: the open-loop runs (→ Cr_open).
+    pub open: Option<OpenSpec>,
+    /// `sizing { }`: replica counts and cost.
+    pub sizing: Option<SizingSpec>,
+    /// Directory of the experiment file, for relative paths (datasets, traces).
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+impl Experiment {
+    pub fn target(&self, name: &str) -> Option<&Target> {
+        self.targets.iter().find(|t| t.name == name)
+    }
+    pub fn workload(&self, name: &str) -> Option<&Workload> {
+        self.workloads.iter().find(|w| w.name == name)
+    }
+    pub fn slo(&self, name: &str) -> Option<&Slo> {
+        self.slos.iter().find(|s| s.name == name)
+    }
+}
+
+/// A span that is absent for items built in code rather than parsed.
+pub type Span = Option<SourceSpan>;
+
+// ---------------------------------------------------------------- targets
+
+/// One replica under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    #[serde(skip)]
+    pub span: Span,
+    pub kind: TargetKind,
+    /// `api chat | completions`; default `chat`.
+    pub api: Api,
+    /// Model id sent in requests; `None` = first id of `GET /v1/models`.
+    pub model: Option<String>,
+    /// Name of the environment variable that holds the API key (never the key).
+    pub api_key_env: Option<String>,
+    /// Per-request timeout; default 120 s.
+    #[serde(with = "duration_secs")]
+    pub timeout: Duration,
+    /// Card metadata, free text.
+    pub hardware: Option<String>,
+    pub runtime: Option<String>,
+    /// `cost-per-hour 2.49 currency=EUR`, per replica.
+    pub cost: Option<Cost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TargetKind {
+    /// `endpoint "http://127.0.0.1:8000/v1"`: an OpenAI-compatible base URL.
+    Endpoint { base_url: String },
+    /// `sim PRESET [fail-rate=] [cut-rate=] [stall=]`: the built-in engine, started in-process.
+    Sim { preset: String, faults: SimFaults },
+}
+
+/// Fault injection for the simulated engine (tests of clients).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimFaults {
+    /// Fraction of requests answered with HTTP 500.
+    pub fail_rate: Fraction,
+    /// Fraction of streams cut mid-way (connection dropped, no `[DONE]`).
+    pub cut_rate: Fraction,
+    /// A pause inserted once mid-stream in every response, if set.
+    #[serde(with = "opt_duration_secs")]
+    pub stall: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// `POST /v1/chat/completions`
+    #[default]
+    Chat,
+    /// `POST /v1/completions`
+    Completions,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub per_hour: f64,
+    /// ISO-ish currency label, free text; default "USD".
+    pub currency: String,
+}
+
+// ---------------------------------------------------------------- workloads
+
+/// A data profile: how requests look.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub name: String,
+    #[serde(skip)]
+    pub span: Span,
+    /// Prompt length (tokens) of a single request, or of the first turn / initial task context.
+    pub input_tokens: Dist,
+    /// Output length (tokens) of each call.
+    pub output_tokens: Dist,
+    pub shared_prefix: Option<SharedPrefix>,
+    pub conversation: Option<Conversation>,
+    pub agent: Option<Agent>,
+}
+
+impl Workload {
+    /// What one open-loop arrival is: a request, a conversation or an agent task.
+    pub fn unit(&self) -> ArrivalUnit {
+        if self.agent.is_some() {
+            ArrivalUnit::AgentTask
+        } else if self.conversation.is_some() {
+            ArrivalUnit::Conversation
+        } else {
+            ArrivalUnit::Request
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrivalUnit {
+    Request,
+    Conversation,
+    AgentTask,
+}
+
+/// `shared-prefix tokens=400 groups=4`: the first `tokens` of every prompt are
+/// one of `groups` fixed prefixes (system prompts), chosen uniformly per task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedPrefix {
+    pub tokens: u32,
+    pub groups: u32,
+}
+
+/// `conversation { turns ...; think-time ... }`: multi-turn chat. Each turn
+/// re-sends the whole history (previous prompts and answers) plus a new user
+/// message whose length is drawn from `input-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Number of turns (rounded, at least 1).
+    pub turns: Dist,
+    /// Pause between an answer and the next user message (seconds).
+    pub think_time: Dist,
+}
+
+/// `agent { ... }`: one task = a loop of LLM calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    /// Sequential steps per task (rounded, at least 1).
+    pub steps: Dist,
+    /// Parallel calls per step (rounded, at least 1).
+    pub fan_out: Dist,
+    /// Pause between steps (seconds), for tool execution.
+    pub tool_time: Dist,
+    /// Tokens appended to the shared context after each step.
+    pub context_growth: Dist,
+}
+
+/// A probability distribution over token counts or times.
+///
+/// Values are in the base unit of the quantity: tokens, or seconds for
+/// times (`mean="4s"` is stored as 4.0). `min`/`max` clamp every draw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dist {
+    pub kind: DistKind,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Dist {
+    pub fn fixed(v: f64) -> Self {
+        Dist { kind: DistKind::Fixed { value: v }, min: None, max: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "kebab-case")]
+pub enum DistKind {
+    Fixed { value: f64 },
+    Uniform { min: f64, max: f64 },
+    Normal { mean: f64, stddev: f64 },
+    /// Parameterised by the median (= e^mu) and sigma of the underlying
+    /// normal; `mean=`/`stddev=` in the file are converted to these.
+    LogNormal { median: f64, sigma: f64 },
+    Exponential { mean: f64 },
+    Gamma { shape: f64, scale: f64 },
+    /// `(value, weight)` pairs; weights need not sum to 1.
+    Empirical { points: Vec<(f64, f64)> },
+}
+
+// ---------------------------------------------------------------- SLOs
+
+/// `slo "name" { ... }`: every clause must hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub name: String,
+    #[serde(skip)]
+    pub span: Span,
+    pub clauses: Vec<SloClause>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "clause", rename_all = "kebab-case")]
+pub enum SloClause {
+    /// e.g. `ttft p99="1s"` → Latency { Ttft, Percentile(99), 1s }.
+    Latency {
+        metric: LatencyMetric,
+        stat: Stat,
+        #[serde(with = "duration_secs")]
+        limit: Duration,
+    },
+    /// `error-rate max="0.5%"`.
+    ErrorRate { max: Fraction },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyMetric {
+    /// Time to first content token.
+    Ttft,
+    /// Inter-token (inter-chunk) latency.
+    Itl,
+    /// Time per output token after the first: (E2E − TTFT)/(tokens − 1).
+    Tpot,
+    /// Request start → end of stream.
+    E2e,
+    /// Whole conversation / agent task, start → last call done.
+    TaskE2e,
+}
+
+impl LatencyMetric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencyMetric::Ttft => "ttft",
+            LatencyMetric::Itl => "itl",
+            LatencyMetric::Tpot => "tpot",
+            LatencyMetric::E2e => "e2e",
+            LatencyMetric::TaskE2e => "task-e2e",
+        }
+    }
+}
+
+/// A statistic of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stat {
+    Mean,
+    /// Percentile in (0, 100), e.g. 99.0 or 99.9.
+    Percentile(f64),
+}
+
+impl Stat {
+    /// `"mean"`, `"p50"`, `"p99.9"`: the key used in summaries and JSON.
+    pub fn key(self) -> String {
+        match self {
+            Stat::Mean => "mean".to_string(),
+            Stat::Percentile(p) => {
+                if p.fract() == 0.0 {
+                    format!("p{}", p as u32)
+                } else {
+                    format!("p{p}")
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- closed / open
+
+/// `closed { }`: the closed-loop concurrency sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClosedSpec {
+    /// Strictly increasing, non-empty.
+    pub levels: Vec<u32>,
+    pub stop: StopRule,
+    #[serde(with = "duration_secs")]
+    pub warmup: Duration,
+    /// `crossp metric=ttft stat=p50` (default ttft p50).
+    pub crossp: CrossPSpec,
+    /// `knee fraction=0.9 upper=0.97` (defaults 0.9 and 0.97).
+    pub knee: KneeSpec,
+}
+
+/// When a measured run ends (after warmup).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopRule {
+    #[serde(with = "duration_secs")]
+    Duration(Duration),
+    /// Number of measured requests (calls) to complete.
+    Requests(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CrossPSpec {
+    pub metric: LatencyMetric,
+    pub stat: Stat,
+}
+
+impl Default for CrossPSpec {
+    fn default() -> Self {
+        CrossPSpec { metric: LatencyMetric::Ttft, stat: Stat::Percentile(50.0) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KneeSpec {
+    /// Lower end of Cr_closed: smallest level with X ≥ lower·X_max.
+    pub lower: f64,
+    /// Upper end of Cr_closed: smallest level with X ≥ upper·X_max.
+    pub upper: f64,
+}
+
+impl Default for KneeSpec {
+    fn default() -> Self {
+        KneeSpec { lower: 0.9, upper: 0.97 }
+    }
+}
+
+/// `open { }`: open-loop runs at fixed arrival rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenSpec {
+    pub arrival: Arrival,
+    pub rates: RateSelection,
+    pub stop: StopRule,
+    #[serde(with = "duration_secs")]
+    pub warmup: Duration,
+}
+
+/// The arrival process of open-loop runs (of tasks, for agents/conversations).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "process", rename_all = "kebab-case")]
+pub enum Arrival {
+    /// Evenly spaced arrivals.
+    Constant,
+    /// Exponential inter-arrival gaps (CV 1).
+    Poisson,
+    /// Gamma inter-arrival gaps with the given coefficient of variation (>1 = bursty).
+    Gamma { cv: f64 },
+}
+
+impl Arrival {
+    pub fn label(&self) -> String {
+        match self {
+            Arrival::Constant => "constant".into(),
+            Arrival::Poisson => "poisson".into(),
+            Arrival::Gamma { cv } => format!("gamma cv={cv}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum RateSelection {
+    /// `search min=0.5 max=64 precision="5%"`: find Cr_open per SLO.
+    Search { min: RatePerS, max: RatePerS, precision: Fraction },
+    /// `rates 1 2 4 8`: an explicit grid (Cr_open = best passing grid rate).
+    Grid { rates: Vec<RatePerS> },
+}
+
+// ---------------------------------------------------------------- sizing
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizingSpec {
+    pub targets: Vec<SizingTarget>,
+    /// Fraction of Cr kept in reserve; default 30%.
+    pub headroom: Fraction,
+    /// Extra replicas for failover / rolling updates; default 0.
+    pub spares: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SizingTarget {
+    /// `target rps=150 slo=interactive`: latency-first, uses Cr_open of that SLO.
+    Rps { rps: RatePerS, slo: String },
+    /// `target output-tokens-per-s=500000`: throughput-first, uses Cr_closed.
+    OutputTokensPerS { tokens_per_s: f64 },
+}
+
+impl SizingTarget {
+    /// `"rps=150"` / `"output-tokens-per-s=500000"`: the label used in results.
+    pub fn label(&self) -> String {
+        match self {
+            SizingTarget::Rps { rps, .. } => format!("rps={}", rps.0),
+            SizingTarget::OutputTokensPerS { tokens_per_s } => {
+                format!("output-tokens-per-s={tokens_per_s}")
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- units
+
+/// A fraction in [0, 1] (written `"5%"` or `0.05`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fraction(pub f64);
+
+/// A rate in requests (or tasks) per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RatePerS(pub f64);
+
+/// Serialize `Duration` as fractional seconds (plan.json, results.json).
+pub mod duration_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serialize `Option<Duration>` as fractional seconds or null.
+pub mod opt_duration_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let secs = Option::<f64>::deserialize(d)?;
+        secs.map(|s| Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}

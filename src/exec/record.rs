@@ -1,0 +1,153 @@
+//! The journal: one JSON line per event of a run, appended and flushed as it
+//! happens, so a crash or Ctrl-C keeps everything measured so far.
+//!
+//! Times are milliseconds since the run's start instant `t0` (the start of
+//! warmup). The first line is a [`RunHeader`], then [`RequestRecord`]s and
+//! [`TaskRecord`]s in completion order, and a [`RunFooter`] if the run ended
+//! (cleanly or interrupted).
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::RunPlan;
+
+/// One line of `runs/<run-id>.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum JournalLine {
+    Run(RunHeader),
+    Request(RequestRecord),
+    Task(TaskRecord),
+    End(RunFooter),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    pub run: RunPlan,
+    /// Wall-clock start, RFC 3339 UTC.
+    pub started_at: String,
+    /// Model id actually sent.
+    pub model: String,
+    /// End of warmup (ms since t0): measurement starts here.
+    pub measure_from_ms: f64,
+}
+
+/// One LLM call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Task index in the run's stream.
+    pub task: u64,
+    /// Call index within the task (0 for single requests).
+    pub call: u32,
+    /// When the call should have started (open loop: the scheduled arrival
+    /// for a task's first call). Latencies are measured from here.
+    pub scheduled_ms: f64,
+    /// When the request was actually handed to the HTTP client.
+    pub sent_ms: f64,
+    /// `sent_ms − scheduled_ms` (≥ 0; 0 in closed loop).
+    pub schedule_lag_ms: f64,
+    /// When the last byte arrived or the call failed.
+    pub completed_ms: f64,
+    /// Time to first content token, from `scheduled_ms`.
+    pub ttft_ms: Option<f64>,
+    /// Start → end of stream, from `scheduled_ms`; `None` on error.
+    pub e2e_ms: Option<f64>,
+    /// Gaps between consecutive content chunks.
+    pub itl_ms: Vec<f32>,
+    pub prompt_tokens_requested: u32,
+    /// From the server's `usage`, when it sends one.
+    pub prompt_tokens_reported: Option<u32>,
+    pub output_tokens_requested: u32,
+    /// Output tokens counted (from `usage` when given, else content chunks).
+    pub output_tokens: u32,
+    pub output_tokens_source: TokenSource,
+    pub finish_reason: Option<String>,
+    /// `None` = success.
+    pub error: Option<ErrorClass>,
+    /// The server's message or the client's description of the failure.
+    pub error_detail: Option<String>,
+    pub http_status: Option<u16>,
+}
+
+impl RequestRecord {
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    Usage,
+    Chunks,
+}
+
+/// Why a call failed. Every failure is counted by class, none aborts a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorClass {
+    /// TCP connect refused / DNS / TLS.
+    Connect,
+    /// No completion within the target's timeout.
+    Timeout,
+    /// Non-2xx HTTP status.
+    HttpStatus,
+    /// Connection closed before `[DONE]` / a finish reason.
+    BrokenStream,
+    /// An event that is not valid JSON or lacks the expected fields.
+    MalformedEvent,
+    /// Stream completed without any content token.
+    EmptyOutput,
+    /// Still in flight when the run was interrupted (Ctrl-C).
+    Cancelled,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::HttpStatus => "http-status",
+            ErrorClass::BrokenStream => "broken-stream",
+            ErrorClass::MalformedEvent => "malformed-event",
+            ErrorClass::EmptyOutput => "empty-output",
+            ErrorClass::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A whole task (conversation / agent task); single-call workloads write none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task: u64,
+    pub scheduled_ms: f64,
+    pub completed_ms: f64,
+    /// Whole task, from `scheduled_ms`; `None` if any call failed.
+    pub e2e_ms: Option<f64>,
+    pub calls: u32,
+    pub failed_calls: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFooter {
+    /// Measured window [from, to] in ms since t0 (after warmup).
+    pub measured_window_ms: [f64; 2],
+    /// Open loop: arrivals scheduled inside the measured window.
+    pub offered: Option<u64>,
+    /// Samples of (ms since t0, calls in flight), about every 100 ms:
+    /// shows a growing backlog in open loop.
+    pub inflight_samples: Vec<(f64, u32)>,
+    /// The generator fell behind its own schedule (lag p99 above threshold).
+    pub generator_lagging: bool,
+    pub interrupted: bool,
+    pub finished_at: String,
+}
+
+/// A journal read back from disk: what a run measured, complete or not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Journal {
+    pub header: Option<RunHeader>,
+    pub requests: Vec<RequestRecord>,
+    pub tasks: Vec<TaskRecord>,
+    /// Missing when the process died mid-run.
+    pub footer: Option<RunFooter>,
+}

@@ -1,0 +1,123 @@
+//! Seeded request streams (pure): what each task sends, derived only from the
+//! workload, the seed and the task's index.
+//!
+//! Random access by index (`TaskGenerator::task(i)`) is what makes runs
+//! reproducible across concurrency levels and rates: task 17 is the same
+//! prompt whether it is sent at c=1 or at 40 RPS. Prompts are described as
+//! [`Segment`]s (a shared prefix, or unique content keyed by a number) and
+//! rendered to text or token ids by [`prompt`] outside the timing path.
+
+pub mod arrival;
+pub mod dist;
+pub mod prompt;
+pub mod task;
+
+use std::time::Duration;
+
+pub use arrival::arrival_times;
+pub use dist::sample;
+pub use task::TaskGenerator;
+
+/// A piece of a prompt, rendered deterministically.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// The shared prefix of group `group`: identical bytes for every task of
+    /// the group, distinct across groups (so a prefix cache can hit).
+    Prefix { group: u32, tokens: u32 },
+    /// Content unique to `key` (a hash of seed, task, turn, ...), so nothing
+    /// is accidentally cached across tasks.
+    Unique { key: u64, tokens: u32 },
+}
+
+impl Segment {
+    pub fn tokens(&self) -> u32 {
+        match self {
+            Segment::Prefix { tokens, .. } | Segment::Unique { tokens, .. } => *tokens,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// One chat message (for `completions` targets the messages are concatenated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub segments: Vec<Segment>,
+}
+
+/// One LLM call: the prompt and the planned output length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSpec {
+    pub messages: Vec<Message>,
+    /// Planned prompt tokens (sum of all segments).
+    pub input_tokens: u32,
+    /// Planned output tokens (`max_tokens`, with `ignore_eos`).
+    pub output_tokens: u32,
+}
+
+/// What one arrival (open loop) or one slot occupancy (closed loop) runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskSpec {
+    Single(CallSpec),
+    /// Turns in order; each turn's prompt holds the whole history so far.
+    Conversation { turns: Vec<Turn> },
+    /// Steps in order; calls within a step run in parallel.
+    Agent { steps: Vec<AgentStep> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    /// Pause before this turn is sent (zero for the first turn).
+    pub think_time_before: Duration,
+    pub call: CallSpec,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentStep {
+    pub calls: Vec<CallSpec>,
+    /// Pause after this step's calls all finished (tool execution); zero after the last.
+    pub tool_time_after: Duration,
+}
+
+/// A task and its index in the run's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub index: u64,
+    pub spec: TaskSpec,
+}
+
+impl TaskSpec {
+    /// Number of LLM calls the task makes.
+    pub fn calls(&self) -> usize {
+        match self {
+            TaskSpec::Single(_) => 1,
+            TaskSpec::Conversation { turns } => turns.len(),
+            TaskSpec::Agent { steps } => steps.iter().map(|s| s.calls.len()).sum(),
+        }
+    }
+}
+
+/// Stable 64-bit mixing for deriving seeds (SplitMix64 finaliser): std's
+/// hashers are not guaranteed stable across Rust versions, this is.
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Stable hash of a string (FNV-1a 64), for deriving per-workload seeds.
+pub fn hash_str(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
