@@ -5,6 +5,7 @@
 //! report` can recompute a card from a results folder without any endpoint.
 //! [`CapacityReport`] is the `results.json` model that `report` renders.
 
+pub mod card;
 pub mod crossp;
 pub mod knee;
 pub mod search;

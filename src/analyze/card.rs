@@ -1,0 +1,1 @@
+//! Assembling one [`Card`](super::Card) from run summaries.
