@@ -7,14 +7,14 @@
 //! only when no diagnostic was pushed. Semantic rules shared with
 //! [`super::validate`] come back as [`Issue`]s that are placed here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
-use super::diag::{ConfigDiagnostic, Source, backticked, suggestion_help};
+use super::diag::{ConfigDiagnostic, Source, backticked, did_you_mean, suggestion_help};
 use super::model::*;
 use super::units::{self, DURATION_HELP, PERCENT_HELP, STAT_HELP};
 use super::validate::{self as rules, At, Issue, Quantity};
@@ -88,11 +88,17 @@ pub(crate) fn decode(
     let mut decoder = Decoder {
         source: source.clone(),
         diags: Vec::new(),
+        near_misses: HashSet::new(),
     };
     let experiment = decoder.document(doc, path);
     match experiment {
         Some(experiment) if decoder.diags.is_empty() => Ok(experiment),
-        _ => Err(decoder.diags),
+        _ => {
+            // In file order, whatever order the checks ran in; file-wide ones last.
+            let mut diags = decoder.diags;
+            diags.sort_by_key(|d| d.offset().unwrap_or(usize::MAX));
+            Err(diags)
+        }
     }
 }
 
@@ -181,6 +187,10 @@ struct OneOf {
 struct Decoder {
     source: Source,
     diags: Vec<ConfigDiagnostic>,
+    /// (offset of a node, name) for every unknown child node or property of
+    /// that node that was reported with "did you mean `name`?". A missing
+    /// `name` there is then the same mistake and is not reported twice.
+    near_misses: HashSet<(usize, String)>,
 }
 
 impl Decoder {
@@ -301,12 +311,17 @@ impl Decoder {
         }
     }
 
-    fn unknown_node(&mut self, node: &KdlNode, parent: &str, candidates: &[&str]) {
+    fn unknown_node(&mut self, node: &KdlNode, parent: Option<&KdlNode>, candidates: &[&str]) {
         let name = node.name().value();
-        let place = if parent.is_empty() {
-            "at the top level".to_string()
-        } else {
-            format!("in `{parent}`")
+        let place = match parent {
+            None => "at the top level".to_string(),
+            Some(parent) => {
+                if let Some(near) = did_you_mean(name, candidates) {
+                    self.near_misses
+                        .insert((parent.span().offset(), near.to_string()));
+                }
+                format!("in `{}`", parent.name().value())
+            }
         };
         self.error(
             span_of_name(node),
@@ -404,6 +419,10 @@ impl Decoder {
                 Some(key) => {
                     let key_name = key.value();
                     if !allowed.contains(&key_name) {
+                        if let Some(near) = did_you_mean(key_name, allowed) {
+                            self.near_misses
+                                .insert((node.span().offset(), near.to_string()));
+                        }
                         let help = if allowed.is_empty() {
                             format!("`{name}` takes no properties; usage: {usage}")
                         } else {
@@ -466,7 +485,17 @@ impl Decoder {
         );
     }
 
+    /// True if an unknown child or property of `node` was already reported
+    /// as a near miss of `name`.
+    fn near_miss(&self, node: &KdlNode, name: &str) -> bool {
+        self.near_misses
+            .contains(&(node.span().offset(), name.to_string()))
+    }
+
     fn missing_prop(&mut self, node: &KdlNode, owner: &str, prop: &str, usage: &str) {
+        if self.near_miss(node, prop) {
+            return;
+        }
         self.error(
             span_of_name(node),
             "property missing",
@@ -577,7 +606,7 @@ impl Decoder {
                     self.error(
                         value_span(entry),
                         "invalid duration",
-                        format!("`{what}`: {}", e.message),
+                        format!("invalid duration for `{what}`: {}", e.message),
                         Some(e.help),
                     );
                     None
@@ -629,7 +658,7 @@ impl Decoder {
                 self.error(
                     value_span(entry),
                     "invalid percentage",
-                    format!("`{what}`: {}", e.message),
+                    format!("invalid percentage for `{what}`: {}", e.message),
                     Some(e.help),
                 );
                 None
@@ -749,7 +778,7 @@ impl Decoder {
                         broken |= sizing.is_none();
                     }
                 }
-                _ => self.unknown_node(node, "", TOP_LEVEL),
+                _ => self.unknown_node(node, None, TOP_LEVEL),
             }
         }
 
@@ -899,7 +928,7 @@ impl Decoder {
                     }
                 }
                 _ => {
-                    self.unknown_node(child, "experiment", EXPERIMENT_CHILDREN);
+                    self.unknown_node(child, Some(node), EXPERIMENT_CHILDREN);
                     ok = false;
                 }
             }
@@ -1000,13 +1029,17 @@ impl Decoder {
                     None
                 }
                 _ => {
-                    self.unknown_node(child, "target", TARGET_CHILDREN);
+                    self.unknown_node(child, Some(node), TARGET_CHILDREN);
                     None
                 }
             };
             ok &= value.is_some();
         }
-        if engine.given.is_none() && name.is_some() {
+        if engine.given.is_none() {
+            ok = false;
+        }
+        let engine_near_miss = self.near_miss(node, "endpoint") || self.near_miss(node, "sim");
+        if engine.given.is_none() && name.is_some() && !engine_near_miss {
             self.error(
                 span_of_name(node),
                 "no endpoint or sim",
@@ -1161,7 +1194,7 @@ impl Decoder {
                     None
                 }
                 _ => {
-                    self.unknown_node(child, "workload", WORKLOAD_CHILDREN);
+                    self.unknown_node(child, Some(node), WORKLOAD_CHILDREN);
                     None
                 }
             };
@@ -1181,6 +1214,9 @@ impl Decoder {
                 ),
             ] {
                 if !given {
+                    ok = false;
+                }
+                if !given && !self.near_miss(node, required) {
                     self.error(
                         span_of_name(node),
                         "incomplete workload",
@@ -1254,12 +1290,15 @@ impl Decoder {
                 "turns" => turns = self.dist(child, Quantity::Count),
                 "think-time" => think_time = self.dist(child, Quantity::Seconds),
                 _ => {
-                    self.unknown_node(child, "conversation", CONVERSATION_CHILDREN);
+                    self.unknown_node(child, Some(node), CONVERSATION_CHILDREN);
                     ok = false;
                 }
             }
         }
         if !once.seen.contains_key("turns") {
+            if self.near_miss(node, "turns") {
+                return None;
+            }
             self.error(
                 span_of_name(node),
                 "turns missing",
@@ -1295,12 +1334,15 @@ impl Decoder {
                 "tool-time" => tool_time = self.dist(child, Quantity::Seconds),
                 "context-growth" => context_growth = self.dist(child, Quantity::Tokens),
                 _ => {
-                    self.unknown_node(child, "agent", AGENT_CHILDREN);
+                    self.unknown_node(child, Some(node), AGENT_CHILDREN);
                     ok = false;
                 }
             }
         }
         if !once.seen.contains_key("steps") {
+            if self.near_miss(node, "steps") {
+                return None;
+            }
             self.error(
                 span_of_name(node),
                 "steps missing",
@@ -1372,10 +1414,12 @@ impl Decoder {
                         value_span(first),
                         "unknown distribution",
                         format!("unknown distribution `{s}` for `{node_name}`"),
-                        Some(match super::diag::did_you_mean(s, DIST_KINDS) {
-                            Some(near) => format!("did you mean `{near}`? {DIST_HELP}"),
-                            None => DIST_HELP.to_string(),
-                        }),
+                        Some(
+                            match dist_alias(s).or_else(|| did_you_mean(s, DIST_KINDS)) {
+                                Some(near) => format!("did you mean `{near}`? {DIST_HELP}"),
+                                None => DIST_HELP.to_string(),
+                            },
+                        ),
                     );
                 }
                 return None;
@@ -1418,7 +1462,13 @@ impl Decoder {
         let mut missing = false;
         let mut param = |decoder: &mut Decoder, name: &str, dimensionless: bool| -> Option<f64> {
             match entries.prop(name) {
-                Some(entry) => decoder.dist_value(entry, name, quantity, dimensionless, &usage),
+                Some(entry) => decoder.dist_value(
+                    entry,
+                    &format!("{} {name}", node.name().value()),
+                    quantity,
+                    dimensionless,
+                    &usage,
+                ),
                 None => {
                     decoder.missing_prop(node, kind_name, name, &usage);
                     missing = true;
@@ -1429,7 +1479,13 @@ impl Decoder {
         let clamp = |decoder: &mut Decoder, name: &str| -> Result<Option<f64>, ()> {
             match entries.prop(name) {
                 Some(entry) => decoder
-                    .dist_value(entry, name, quantity, false, &usage)
+                    .dist_value(
+                        entry,
+                        &format!("{} {name}", node.name().value()),
+                        quantity,
+                        false,
+                        &usage,
+                    )
                     .map(Some)
                     .ok_or(()),
                 None => Ok(None),
@@ -1442,7 +1498,13 @@ impl Decoder {
                 .map(|value| DistKind::Fixed { value }),
             "fixed" => match entries.args.get(1) {
                 Some(entry) => self
-                    .dist_value(entry, "fixed", quantity, false, &usage)
+                    .dist_value(
+                        entry,
+                        &format!("{node_name} fixed"),
+                        quantity,
+                        false,
+                        &usage,
+                    )
                     .map(|value| DistKind::Fixed { value }),
                 None => {
                     self.missing_value(node, &usage);
@@ -1515,7 +1577,13 @@ impl Decoder {
         }
         let get = |decoder: &mut Decoder, name: &str, dimensionless: bool| match entries.prop(name)
         {
-            Some(entry) => decoder.dist_value(entry, name, quantity, dimensionless, usage),
+            Some(entry) => decoder.dist_value(
+                entry,
+                &format!("{} {name}", node.name().value()),
+                quantity,
+                dimensionless,
+                usage,
+            ),
             None => {
                 decoder.missing_prop(node, "lognormal", name, usage);
                 None
@@ -1580,7 +1648,7 @@ impl Decoder {
         let mut ok = true;
         for child in children(node) {
             if child.name().value() != "value" {
-                self.unknown_node(child, "empirical", &["value"]);
+                self.unknown_node(child, Some(node), &["value"]);
                 ok = false;
                 continue;
             }
@@ -1642,7 +1710,7 @@ impl Decoder {
                     continue;
                 }
                 _ => {
-                    self.unknown_node(child, "slo", SLO_CHILDREN);
+                    self.unknown_node(child, Some(node), SLO_CHILDREN);
                     ok = false;
                     continue;
                 }
@@ -1758,6 +1826,9 @@ impl Decoder {
     }
 
     fn missing_stop(&mut self, node: &KdlNode, example: &str) {
+        if self.near_miss(node, "duration") || self.near_miss(node, "requests") {
+            return;
+        }
         self.error(
             span_of_name(node),
             "duration or requests missing",
@@ -1811,13 +1882,16 @@ impl Decoder {
                 "crossp" => self.crossp(child).map(|c| crossp = c),
                 "knee" => self.knee(child).map(|k| knee = k),
                 _ => {
-                    self.unknown_node(child, "closed", CLOSED_CHILDREN);
+                    self.unknown_node(child, Some(node), CLOSED_CHILDREN);
                     None
                 }
             };
             ok &= done.is_some();
         }
         if !once.seen.contains_key("concurrency") {
+            ok = false;
+        }
+        if !once.seen.contains_key("concurrency") && !self.near_miss(node, "concurrency") {
             self.error(
                 span_of_name(node),
                 "concurrency missing",
@@ -1957,13 +2031,17 @@ impl Decoder {
                 }
                 "warmup" => self.warmup(child).map(|w| warmup = w),
                 _ => {
-                    self.unknown_node(child, "open", OPEN_CHILDREN);
+                    self.unknown_node(child, Some(node), OPEN_CHILDREN);
                     None
                 }
             };
             ok &= done.is_some();
         }
         if rates_group.given.is_none() {
+            ok = false;
+        }
+        let rates_near_miss = self.near_miss(node, "search") || self.near_miss(node, "rates");
+        if rates_group.given.is_none() && !rates_near_miss {
             self.error(
                 span_of_name(node),
                 "rates missing",
@@ -1993,19 +2071,24 @@ impl Decoder {
     fn arrival(&mut self, node: &KdlNode) -> Option<Arrival> {
         let usage = "arrival poisson   // or: constant, gamma cv=2.0";
         self.no_children(node, usage);
-        let entries = self.entries(node, 1, &["cv"], usage);
-        let Some(entry) = entries.args.first() else {
-            self.missing_value(node, usage);
-            return None;
-        };
-        if entry.value().as_string() == Some("trace") {
+        // `arrival trace "file"` is planned; checking its shape would only add noise.
+        let trace = node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_none() && e.value().as_string() == Some("trace"));
+        if let Some(trace) = trace {
             self.planned(
-                entry.span(),
+                trace.span(),
                 "replaying an arrival `trace`",
                 "use `arrival poisson`, `arrival constant` or `arrival gamma cv=2.0` for now",
             );
             return None;
         }
+        let entries = self.entries(node, 1, &["cv"], usage);
+        let Some(entry) = entries.args.first() else {
+            self.missing_value(node, usage);
+            return None;
+        };
         let process = self.choice(entry, "arrival process", ARRIVALS)?;
         let cv = entries.prop("cv");
         let arrival = match (process, cv) {
@@ -2049,13 +2132,16 @@ impl Decoder {
             Some(entry) => self.fraction(entry, "precision"),
             None => Some(Fraction(0.05)),
         };
-        let (min, max, precision) = (RatePerS(min?), RatePerS(max?), precision?);
-        self.issues(node, rules::check_search(min, max, precision))
-            .then_some(RateSelection::Search {
-                min,
-                max,
-                precision,
-            })
+        let (min, max) = (RatePerS(min?), RatePerS(max?));
+        // Check the bounds even when `precision` was malformed (already reported).
+        let checked_precision = precision.unwrap_or(Fraction(0.05));
+        let bounds_ok = self.issues(node, rules::check_search(min, max, checked_precision));
+        let precision = precision?;
+        bounds_ok.then_some(RateSelection::Search {
+            min,
+            max,
+            precision,
+        })
     }
 
     fn rate_grid(&mut self, node: &KdlNode) -> Option<RateSelection> {
@@ -2110,7 +2196,7 @@ impl Decoder {
                         .map(|s| spares = s as u32)
                 }
                 _ => {
-                    self.unknown_node(child, "sizing", SIZING_CHILDREN);
+                    self.unknown_node(child, Some(node), SIZING_CHILDREN);
                     None
                 }
             };
@@ -2204,6 +2290,9 @@ impl Decoder {
                 None
             }
             (None, None) => {
+                if self.near_miss(node, "rps") || self.near_miss(node, "output-tokens-per-s") {
+                    return None;
+                }
                 self.error(
                     span_of_name(node),
                     "what to size for?",
@@ -2223,5 +2312,17 @@ fn metric_from_name(name: &str) -> LatencyMetric {
         "e2e" => LatencyMetric::E2e,
         "task-e2e" => LatencyMetric::TaskE2e,
         _ => LatencyMetric::Ttft,
+    }
+}
+
+/// Other names people use for the supported distributions.
+fn dist_alias(name: &str) -> Option<&'static str> {
+    match name.to_ascii_lowercase().as_str() {
+        "gaussian" | "gauss" => Some("normal"),
+        "log-normal" | "lognorm" => Some("lognormal"),
+        "exp" | "poisson" => Some("exponential"),
+        "constant" | "const" => Some("fixed"),
+        "histogram" | "discrete" | "weighted" => Some("empirical"),
+        _ => None,
     }
 }

@@ -48,7 +48,7 @@ pub const DURATION_HELP: &str = "write a number followed by a unit: ns, us (or Â
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(UnitError::new("empty duration", DURATION_HELP));
+        return Err(UnitError::new("the string is empty", DURATION_HELP));
     }
     let split = trimmed
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
@@ -57,40 +57,36 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let unit = unit.trim_start();
     if number.is_empty() {
         return Err(UnitError::new(
-            format!("`{trimmed}` is not a duration: it does not start with a number"),
+            format!("`{trimmed}` does not start with a number"),
             DURATION_HELP,
         ));
     }
     let value: f64 = number.parse().map_err(|_| {
         UnitError::new(
-            format!("`{number}` is not a number in duration `{trimmed}`"),
+            format!("`{number}` is not a number in `{trimmed}`"),
             DURATION_HELP,
         )
     })?;
     if unit.is_empty() {
         return Err(UnitError::new(
-            format!("duration `{trimmed}` has no unit"),
+            format!("`{trimmed}` has no unit"),
             format!("a bare number is ambiguous; {DURATION_HELP}"),
         ));
     }
     let Some(&(_, unit_secs)) = DURATION_UNITS.iter().find(|(name, _)| *name == unit) else {
         return Err(UnitError::new(
-            format!("unknown duration unit `{unit}` in `{trimmed}`"),
+            format!("unknown unit `{unit}` in `{trimmed}`"),
             DURATION_HELP,
         ));
     };
     if value < 0.0 {
         return Err(UnitError::new(
-            format!("duration `{trimmed}` is negative"),
+            format!("`{trimmed}` is negative"),
             "durations are lengths of time and must be 0 or more",
         ));
     }
-    Duration::try_from_secs_f64(value * unit_secs).map_err(|_| {
-        UnitError::new(
-            format!("duration `{trimmed}` is out of range"),
-            DURATION_HELP,
-        )
-    })
+    Duration::try_from_secs_f64(value * unit_secs)
+        .map_err(|_| UnitError::new(format!("`{trimmed}` is out of range"), DURATION_HELP))
 }
 
 /// The help line shown with every malformed percentage.
@@ -103,17 +99,19 @@ pub fn parse_percent(text: &str) -> Result<f64, UnitError> {
     let trimmed = text.trim();
     let Some(number) = trimmed.strip_suffix('%') else {
         return Err(UnitError::new(
-            format!("`{trimmed}` is not a percentage: it has no `%` sign"),
+            format!("`{trimmed}` has no `%` sign"),
             PERCENT_HELP,
         ));
     };
-    let value: f64 = number
-        .trim_end()
-        .parse()
-        .map_err(|_| UnitError::new(format!("`{trimmed}` is not a percentage"), PERCENT_HELP))?;
+    let value: f64 = number.trim_end().parse().map_err(|_| {
+        UnitError::new(
+            format!("`{trimmed}` is not a number followed by `%`"),
+            PERCENT_HELP,
+        )
+    })?;
     if !(0.0..=100.0).contains(&value) {
         return Err(UnitError::new(
-            format!("percentage `{trimmed}` is outside 0%..100%"),
+            format!("`{trimmed}` is outside 0%..100%"),
             PERCENT_HELP,
         ));
     }
@@ -224,16 +222,16 @@ mod tests {
     #[test]
     fn durations_without_or_with_unknown_unit_are_rejected() {
         let no_unit = parse_duration("120").unwrap_err();
-        assert_eq!(no_unit.message, "duration `120` has no unit");
+        assert_eq!(no_unit.message, "`120` has no unit");
         assert!(no_unit.help.contains("ms, s, m, h"));
         let unknown = parse_duration("5sec").unwrap_err();
-        assert_eq!(unknown.message, "unknown duration unit `sec` in `5sec`");
+        assert_eq!(unknown.message, "unknown unit `sec` in `5sec`");
         assert!(parse_duration("").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("1..2s").is_err());
         assert_eq!(
             parse_duration("-1s").unwrap_err().message,
-            "duration `-1s` is negative"
+            "`-1s` is negative"
         );
     }
 

@@ -81,18 +81,18 @@ pub(crate) fn check_dist(dist: &Dist, quantity: Quantity) -> Vec<Issue> {
     let show = |v: f64| quantity.show(v);
     let at_least_zero = |at: At, what: &str, v: f64, issues: &mut Vec<Issue>| {
         if !v.is_finite() || v < 0.0 {
-            issues.push(Issue::new(
-                at,
-                format!("{what} must be 0 or more, got {}", show(v)),
-            ));
+            issues.push(
+                Issue::new(at, format!("{what} must be 0 or more, got {}", show(v)))
+                    .help("token counts and times cannot be negative"),
+            );
         }
     };
     let positive = |at: At, what: &str, v: f64, issues: &mut Vec<Issue>| {
         if !v.is_finite() || v <= 0.0 {
-            issues.push(Issue::new(
-                at,
-                format!("{what} must be greater than 0, got {v}"),
-            ));
+            issues.push(
+                Issue::new(at, format!("{what} must be greater than 0, got {v}"))
+                    .help("gamma needs a positive shape, e.g. `gamma shape=2 scale=100`"),
+            );
         }
     };
     match &dist.kind {
@@ -129,13 +129,16 @@ pub(crate) fn check_dist(dist: &Dist, quantity: Quantity) -> Vec<Issue> {
         }
         DistKind::LogNormal { median, sigma } => {
             if !median.is_finite() || *median <= 0.0 {
-                issues.push(Issue::new(
-                    prop("median"),
-                    format!(
-                        "lognormal `median` must be greater than 0, got {}",
-                        show(*median)
-                    ),
-                ));
+                issues.push(
+                    Issue::new(
+                        prop("median"),
+                        format!(
+                            "lognormal `median` must be greater than 0, got {}",
+                            show(*median)
+                        ),
+                    )
+                    .help("the median is the middle value: half of the draws fall below it"),
+                );
             }
             if !sigma.is_finite() || *sigma <= 0.0 {
                 issues.push(
@@ -146,22 +149,28 @@ pub(crate) fn check_dist(dist: &Dist, quantity: Quantity) -> Vec<Issue> {
         }
         DistKind::Exponential { mean } => {
             if !mean.is_finite() || *mean <= 0.0 {
-                issues.push(Issue::new(
-                    prop("mean"),
-                    format!(
-                        "exponential `mean` must be greater than 0, got {}",
-                        show(*mean)
-                    ),
-                ));
+                issues.push(
+                    Issue::new(
+                        prop("mean"),
+                        format!(
+                            "exponential `mean` must be greater than 0, got {}",
+                            show(*mean)
+                        ),
+                    )
+                    .help("an exponential needs a positive mean; for a constant value use `fixed`"),
+                );
             }
         }
         DistKind::Gamma { shape, scale } => {
             positive(prop("shape"), "gamma `shape`", *shape, &mut issues);
             if !scale.is_finite() || *scale <= 0.0 {
-                issues.push(Issue::new(
-                    prop("scale"),
-                    format!("gamma `scale` must be greater than 0, got {}", show(*scale)),
-                ));
+                issues.push(
+                    Issue::new(
+                        prop("scale"),
+                        format!("gamma `scale` must be greater than 0, got {}", show(*scale)),
+                    )
+                    .help("gamma needs a positive scale, e.g. `gamma shape=2 scale=100`"),
+                );
             }
         }
         DistKind::Empirical { points } => {
@@ -226,10 +235,10 @@ pub(crate) fn check_levels(levels: &[u32]) -> Vec<Issue> {
     }
     for (i, level) in levels.iter().enumerate() {
         if *level == 0 {
-            issues.push(Issue::new(
-                At::Arg(i),
-                "concurrency levels must be at least 1",
-            ));
+            issues.push(
+                Issue::new(At::Arg(i), "concurrency levels must be at least 1")
+                    .help("a level is the number of requests kept in flight; start at 1"),
+            );
         } else if i > 0 && levels[i - 1] >= *level {
             issues.push(
                 Issue::new(
@@ -257,10 +266,13 @@ pub(crate) fn check_rate_grid(rates: &[RatePerS]) -> Vec<Issue> {
     }
     for (i, rate) in rates.iter().enumerate() {
         if !rate.0.is_finite() || rate.0 <= 0.0 {
-            issues.push(Issue::new(
-                At::Arg(i),
-                format!("arrival rates must be greater than 0, got {}", rate.0),
-            ));
+            issues.push(
+                Issue::new(
+                    At::Arg(i),
+                    format!("arrival rates must be greater than 0, got {}", rate.0),
+                )
+                .help("rates are in requests/s (tasks/s for agents), e.g. `rates 0.5 1 2 4`"),
+            );
         } else if i > 0 && rates[i - 1].0 >= rate.0 {
             issues.push(
                 Issue::new(
@@ -288,7 +300,7 @@ pub(crate) fn check_search(min: RatePerS, max: RatePerS, precision: Fraction) ->
                 "search `min` must be greater than 0 requests/s, got {}",
                 min.0
             ),
-        ));
+        ).help("the search looks for Cr_open between `min` and `max` requests/s, e.g. `search min=0.5 max=64`"));
     }
     if !max.0.is_finite() || max.0 <= min.0 {
         issues.push(
@@ -345,12 +357,14 @@ pub(crate) fn check_knee(knee: &KneeSpec) -> Vec<Issue> {
 pub(crate) fn check_stop(stop: &StopRule) -> Vec<Issue> {
     match stop {
         StopRule::Duration(d) if d.is_zero() => {
-            vec![Issue::new(
-                At::Value,
-                "the measured `duration` must be greater than 0",
-            )]
+            vec![
+                Issue::new(At::Value, "the measured `duration` must be greater than 0")
+                    .help("e.g. `duration \"60s\"`"),
+            ]
         }
-        StopRule::Requests(0) => vec![Issue::new(At::Value, "`requests` must be at least 1")],
+        StopRule::Requests(0) => {
+            vec![Issue::new(At::Value, "`requests` must be at least 1").help("e.g. `requests 400`")]
+        }
         _ => Vec::new(),
     }
 }
@@ -371,10 +385,13 @@ pub(crate) fn check_fraction(at: At, what: &str, value: Fraction) -> Vec<Issue> 
     if value.0.is_finite() && (0.0..=1.0).contains(&value.0) {
         Vec::new()
     } else {
-        vec![Issue::new(
-            at,
-            format!("{what} must be between 0% and 100%, got {}", value.0),
-        )]
+        vec![
+            Issue::new(
+                at,
+                format!("{what} must be between 0% and 100%, got {}", value.0),
+            )
+            .help(super::units::PERCENT_HELP),
+        ]
     }
 }
 
@@ -401,10 +418,10 @@ pub(crate) fn check_positive(at: At, what: &str, value: f64) -> Vec<Issue> {
     if value.is_finite() && value > 0.0 {
         Vec::new()
     } else {
-        vec![Issue::new(
-            at,
-            format!("{what} must be greater than 0, got {value}"),
-        )]
+        vec![
+            Issue::new(at, format!("{what} must be greater than 0, got {value}"))
+                .help("a target of 0 needs no replicas; give the demand to size for"),
+        ]
     }
 }
 
@@ -433,10 +450,10 @@ pub(crate) fn check_stat(at: At, stat: Stat) -> Vec<Issue> {
 /// Names become file names (`<target>--<workload>.md`) and run ids.
 pub(crate) fn check_name(kind: &str, name: &str) -> Vec<Issue> {
     if name.trim().is_empty() {
-        vec![Issue::new(
-            At::Arg(0),
-            format!("a {kind} name must not be empty"),
-        )]
+        vec![
+            Issue::new(At::Arg(0), format!("a {kind} name must not be empty"))
+                .help("names label cards and runs, e.g. `target \"h100-vllm\"`"),
+        ]
     } else if name.contains(['/', '\\']) || name.chars().any(char::is_control) {
         vec![
             Issue::new(At::Arg(0), format!("{kind} name `{name}` contains `/`, `\\` or a control character"))
@@ -536,13 +553,13 @@ pub(crate) fn check_shared_prefix(prefix: &SharedPrefix) -> Vec<Issue> {
         issues.push(Issue::new(
             prop("tokens"),
             "shared-prefix `tokens` must be at least 1",
-        ));
+        ).help("`tokens` is the length of the common prefix; leave `shared-prefix` out if there is none"));
     }
     if prefix.groups == 0 {
-        issues.push(Issue::new(
-            prop("groups"),
-            "shared-prefix `groups` must be at least 1",
-        ));
+        issues.push(
+            Issue::new(prop("groups"), "shared-prefix `groups` must be at least 1")
+                .help("`groups` is the number of distinct prefixes, e.g. one per system prompt"),
+        );
     }
     issues
 }
@@ -565,28 +582,31 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
     if experiment.targets.is_empty() {
         report(
             "experiment".into(),
-            vec![Issue::new(
-                At::Node,
-                "no `target`: there is nothing to measure against",
-            )],
+            vec![
+                Issue::new(At::Node, "no `target`: there is nothing to measure against")
+                    .help("add a target with an `endpoint` or a `sim` preset"),
+            ],
         );
     }
     if experiment.workloads.is_empty() {
         report(
             "experiment".into(),
-            vec![Issue::new(
-                At::Node,
-                "no `workload`: there are no requests to send",
-            )],
+            vec![
+                Issue::new(At::Node, "no `workload`: there are no requests to send")
+                    .help("add a workload with `input-tokens` and `output-tokens` distributions"),
+            ],
         );
     }
     if experiment.closed.is_none() && experiment.open.is_none() {
         report(
             "experiment".into(),
-            vec![Issue::new(
-                At::Node,
-                "neither `closed` nor `open`: there is nothing to measure",
-            )],
+            vec![
+                Issue::new(
+                    At::Node,
+                    "neither `closed` nor `open`: there is nothing to measure",
+                )
+                .help("add a closed sweep (CrossP, Cr_closed) and/or open-loop runs (Cr_open)"),
+            ],
         );
     }
     for (kind, names) in [
@@ -617,10 +637,15 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
             if seen[name] == 2 {
                 report(
                     format!("{kind} `{name}`"),
-                    vec![Issue::new(
-                        At::Arg(0),
-                        format!("there is more than one {kind} named `{name}`"),
-                    )],
+                    vec![
+                        Issue::new(
+                            At::Arg(0),
+                            format!("there is more than one {kind} named `{name}`"),
+                        )
+                        .help(format!(
+                            "every {kind} needs its own name; rename one of them"
+                        )),
+                    ],
                 );
             }
             report(format!("{kind} `{name}`"), check_name(kind, name));
@@ -651,10 +676,13 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
             if !(cost.per_hour.is_finite() && cost.per_hour >= 0.0) {
                 report(
                     cx.clone(),
-                    vec![Issue::new(
-                        At::Value,
-                        format!("`cost-per-hour` must be 0 or more, got {}", cost.per_hour),
-                    )],
+                    vec![
+                        Issue::new(
+                            At::Value,
+                            format!("`cost-per-hour` must be 0 or more, got {}", cost.per_hour),
+                        )
+                        .help("the price of one replica per hour"),
+                    ],
                 );
             }
         }
@@ -704,10 +732,13 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
         if workload.conversation.is_some() && workload.agent.is_some() {
             report(
                 cx.clone(),
-                vec![Issue::new(
-                    At::Node,
-                    "a workload is either a `conversation` or an `agent`, not both",
-                )],
+                vec![
+                    Issue::new(
+                        At::Node,
+                        "a workload is either a `conversation` or an `agent`, not both",
+                    )
+                    .help("make two workloads to measure both"),
+                ],
             );
         }
     }
@@ -769,7 +800,11 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
         if sizing.targets.is_empty() {
             report(
                 "sizing".into(),
-                vec![Issue::new(At::Node, "`sizing` needs at least one `target`")],
+                vec![
+                    Issue::new(At::Node, "`sizing` needs at least one `target`").help(
+                        "e.g. a target of 150 requests/s under an SLO, or 500000 output tokens/s",
+                    ),
+                ],
             );
         }
         for target in &sizing.targets {

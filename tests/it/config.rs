@@ -1,0 +1,497 @@
+//! The experiment language end to end: the shipped examples parse, and every
+//! class of mistake renders as a miette report with the file, the line, the
+//! underlined span, what was expected and a help line (snapshotted, so every
+//! change to a message is reviewed).
+
+use std::path::Path;
+use std::time::Duration;
+
+use capcard::config::{self, ConfigError, DistKind, SloClause, Stat, TargetKind};
+
+/// Renders an error the way `capcard check` shows it, without colour and at
+/// a fixed width so snapshots are stable.
+fn render(err: &ConfigError) -> String {
+    let mut out = String::new();
+    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+        .with_width(100)
+        .render_report(&mut out, err)
+        .expect("rendering into a String cannot fail");
+    out
+}
+
+/// Parses `source` as `name`; it must fail. Returns the rendered report.
+fn errors(name: &str, source: &str) -> String {
+    match config::parse(source, Path::new(name)) {
+        Ok(experiment) => panic!("{name} should not parse, got {experiment:#?}"),
+        Err(err) => render(&err),
+    }
+}
+
+/// The parts every valid experiment needs, so a case can focus on one node.
+const BASE: &str = r#"
+target "sim" { sim tiny }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1 2 4; duration "5s" }
+"#;
+
+fn with_base(extra: &str) -> String {
+    format!("{BASE}{extra}")
+}
+
+// ------------------------------------------------------------------ valid files
+
+#[test]
+fn every_shipped_experiment_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("experiments/ exists")
+        .map(|entry| entry.expect("readable directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "kdl"))
+        .collect();
+    files.sort();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for expected in [
+        "agentic.kdl",
+        "batch.kdl",
+        "chat.kdl",
+        "quickstart.kdl",
+        "rag.kdl",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "experiments/{expected} is missing"
+        );
+    }
+    for path in &files {
+        let experiment = config::load(path).unwrap_or_else(|err| panic!("{}", render(&err)));
+        // What parses also passes the rules for experiments built in code.
+        config::validate(&experiment).unwrap_or_else(|err| panic!("{}", render(&err)));
+    }
+}
+
+#[test]
+fn quickstart_is_small_and_on_the_tiny_sim() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/quickstart.kdl");
+    let experiment = config::load(&path).unwrap_or_else(|err| panic!("{}", render(&err)));
+    assert_eq!(experiment.name, "quickstart");
+    assert!(
+        matches!(&experiment.targets[0].kind, TargetKind::Sim { preset, .. } if preset == "tiny")
+    );
+    let closed = experiment.closed.as_ref().unwrap();
+    assert_eq!(closed.levels, vec![1, 2, 4, 8, 16, 32]);
+    assert_eq!(closed.warmup, Duration::from_secs(1));
+    assert_eq!(experiment.slos.len(), 1);
+}
+
+#[test]
+fn spec_example_decodes_to_the_expected_model() {
+    let path = Path::new("tests/it/config_cases/spec_example.kdl");
+    let experiment = config::load(path).unwrap_or_else(|err| panic!("{}", render(&err)));
+    insta::assert_snapshot!(serde_json::to_string_pretty(&experiment).unwrap());
+    assert_eq!(
+        experiment.base_dir.as_deref(),
+        Some(Path::new("tests/it/config_cases"))
+    );
+
+    // Spans point at the names in the file.
+    let source = std::fs::read_to_string(path).unwrap();
+    let span = experiment.targets[1]
+        .span
+        .expect("parsed targets have spans");
+    assert_eq!(
+        &source[span.offset()..span.offset() + span.len()],
+        "\"what-if\""
+    );
+    let span = experiment.slos[1].span.expect("parsed SLOs have spans");
+    assert_eq!(
+        &source[span.offset()..span.offset() + span.len()],
+        "\"batch\""
+    );
+
+    assert_eq!(
+        config::summary_line(path, &experiment),
+        "tests/it/config_cases/spec_example.kdl: ok — experiment \"support-chat\": 2 targets, \
+         2 workloads, 2 SLOs, closed 8 levels, open search 0.5..64 rps, sizing 2 targets"
+    );
+}
+
+#[test]
+fn defaults_and_alternative_forms() {
+    let source = r#"
+target "t" { endpoint "https://example.com/v1"; api completions }
+workload "w" {
+    input-tokens 3000
+    output-tokens lognormal mean=200 stddev=100
+    conversation { turns empirical { value 1 weight=3; value 4 } ; think-time "2s" }
+}
+slo "s" { tpot mean="40ms" p99.9="80ms" }
+open { rates 1 2.5 4; requests 300 }
+sizing { target rps=10; spares 2 }
+"#;
+    let experiment = config::parse(source, Path::new("dir/my-exp.kdl"))
+        .unwrap_or_else(|err| panic!("{}", render(&err)));
+    assert_eq!(experiment.name, "my-exp", "name defaults to the file stem");
+    assert_eq!(experiment.seed, 0);
+    assert_eq!(experiment.base_dir.as_deref(), Some(Path::new("dir")));
+    let target = &experiment.targets[0];
+    assert_eq!(target.timeout, Duration::from_secs(120));
+    assert_eq!(target.api, config::Api::Completions);
+    let workload = &experiment.workloads[0];
+    assert_eq!(
+        workload.input_tokens.kind,
+        DistKind::Fixed { value: 3000.0 }
+    );
+    // mean=200 stddev=100 → sigma² = ln(1.25), median = 200/√1.25.
+    let DistKind::LogNormal { median, sigma } = workload.output_tokens.kind else {
+        panic!("lognormal expected, got {:?}", workload.output_tokens.kind)
+    };
+    assert!(
+        (median - 200.0 / 1.25f64.sqrt()).abs() < 1e-9,
+        "median {median}"
+    );
+    assert!((sigma - 1.25f64.ln().sqrt()).abs() < 1e-12, "sigma {sigma}");
+    let conversation = workload.conversation.as_ref().unwrap();
+    assert_eq!(
+        conversation.turns.kind,
+        DistKind::Empirical {
+            points: vec![(1.0, 3.0), (4.0, 1.0)]
+        }
+    );
+    assert_eq!(conversation.think_time.kind, DistKind::Fixed { value: 2.0 });
+    assert_eq!(
+        experiment.slos[0].clauses[1],
+        SloClause::Latency {
+            metric: config::LatencyMetric::Tpot,
+            stat: Stat::Percentile(99.9),
+            limit: Duration::from_millis(80)
+        }
+    );
+    let open = experiment.open.as_ref().unwrap();
+    assert_eq!(
+        open.arrival,
+        config::Arrival::Poisson,
+        "poisson is the default arrival"
+    );
+    assert_eq!(open.stop, config::StopRule::Requests(300));
+    let sizing = experiment.sizing.as_ref().unwrap();
+    assert_eq!(sizing.headroom, config::Fraction(0.3));
+    assert_eq!(
+        sizing.targets[0],
+        config::SizingTarget::Rps {
+            rps: config::RatePerS(10.0),
+            slo: "s".into()
+        },
+        "the only SLO is used when slo= is left out"
+    );
+    assert_eq!(
+        config::summary_line(Path::new("dir/my-exp.kdl"), &experiment),
+        "dir/my-exp.kdl: ok — experiment \"my-exp\": 1 target, 1 workload, 1 SLO, open grid 3 rates, sizing 1 target"
+    );
+}
+
+// ------------------------------------------------------------------ one test per error class
+
+#[test]
+fn unknown_node_and_property_suggest_the_near_name() {
+    insta::assert_snapshot!(errors(
+        "typos.kdl",
+        r#"
+target "sim" { sim tiny }
+workload "chat" { input-tokens lognormal medain=600 sigma=0.6; output-tokens fixed 50 }
+slo "fast" { ttf p99="1s" }
+closed { concurency 1 2 4; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn unknown_name_without_near_miss_lists_the_valid_ones() {
+    insta::assert_snapshot!(errors(
+        "unknown.kdl",
+        &with_base("banana { }\nopen { flavour 3; search min=1 max=2; duration \"5s\" }\n")
+    ));
+}
+
+#[test]
+fn wrong_value_types() {
+    insta::assert_snapshot!(errors(
+        "types.kdl",
+        r#"
+experiment "x" { seed "7" }
+target "sim" { sim tiny; model 5 }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1 2.5 #true; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn durations_without_unit_or_with_unknown_unit() {
+    insta::assert_snapshot!(errors(
+        "durations.kdl",
+        r#"
+target "sim" { sim tiny; timeout 120 }
+workload "chat" {
+    input-tokens fixed 100
+    output-tokens fixed 50
+    conversation { turns fixed 3; think-time exponential mean="4sec" }
+}
+closed { concurrency 1 2 4; duration "60"; warmup "1 minute" }
+"#
+    ));
+}
+
+#[test]
+fn malformed_percentages() {
+    insta::assert_snapshot!(errors(
+        "percent.kdl",
+        &with_base(
+            r#"slo "s" { error-rate max="0.5" }
+sizing { target output-tokens-per-s=1000; headroom 30 }
+open { search min=1 max=10 precision="five%"; duration "5s" }
+"#
+        )
+    ));
+}
+
+#[test]
+fn percentiles_outside_zero_to_hundred() {
+    insta::assert_snapshot!(errors(
+        "percentiles.kdl",
+        &with_base(r#"slo "s" { ttft p0="1s" p100="2s"; e2e p101="3s" p="1s" }"#)
+    ));
+}
+
+#[test]
+fn distributions_with_missing_or_contradictory_parameters() {
+    insta::assert_snapshot!(errors(
+        "dists.kdl",
+        r#"
+target "sim" { sim tiny }
+workload "a" {
+    input-tokens uniform min=500 max=100
+    output-tokens normal mean=200 stddev=-5
+}
+workload "b" {
+    input-tokens lognormal median=600 sigma=0
+    output-tokens gamma shape=2
+}
+workload "c" {
+    input-tokens fixed 100 min=50 max=10
+    output-tokens exponential mean=0
+    agent { steps lognormal median=4 stddev=2; tool-time gaussian mean="1s" }
+}
+closed { concurrency 1; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn target_with_neither_or_both_endpoint_and_sim() {
+    insta::assert_snapshot!(errors(
+        "engines.kdl",
+        r#"
+target "nothing" { hardware "1x H100" }
+target "both" {
+    endpoint "http://127.0.0.1:8000/v1"
+    sim tiny
+}
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn unknown_sim_preset_lists_the_known_ones() {
+    insta::assert_snapshot!(errors(
+        "preset.kdl",
+        r#"
+target "a" { sim h100-llama-8b }
+target "b" { sim my-own-gpu }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn unknown_api() {
+    insta::assert_snapshot!(errors(
+        "api.kdl",
+        r#"
+target "a" { endpoint "http://127.0.0.1:8000/v1"; api completion }
+target "b" { endpoint "127.0.0.1:8000"; api responses }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn duplicate_names_point_at_both_definitions() {
+    insta::assert_snapshot!(errors(
+        "dupes.kdl",
+        r#"
+target "gpu" { sim tiny }
+target "gpu" { sim h100-llama3-8b }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+workload "chat" { input-tokens fixed 200; output-tokens fixed 50 }
+slo "fast" { ttft p99="1s" }
+slo "fast" { e2e p99="5s" }
+closed { concurrency 1; duration "5s" }
+closed { concurrency 2; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn empty_or_non_increasing_concurrency() {
+    insta::assert_snapshot!(errors(
+        "levels.kdl",
+        r#"
+target "sim" { sim tiny }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency; duration "5s" }
+"#
+    ));
+    insta::assert_snapshot!(errors(
+        "levels.kdl",
+        r#"
+target "sim" { sim tiny }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1 2 8 4 4 0; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn search_min_not_below_max() {
+    insta::assert_snapshot!(errors(
+        "search.kdl",
+        &with_base(r#"open { arrival gamma cv=0; search min=64 max=8; duration "10s" }"#)
+    ));
+}
+
+#[test]
+fn sizing_naming_a_missing_slo() {
+    insta::assert_snapshot!(errors(
+        "sizing.kdl",
+        &with_base(
+            r#"slo "interactive" { ttft p99="1s" }
+slo "batch" { e2e p95="120s" }
+sizing {
+    target rps=150 slo=interactiv
+    target rps=10
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn api_key_env_given_the_key_itself() {
+    insta::assert_snapshot!(errors(
+        "secret.kdl",
+        r#"
+target "openai" {
+    endpoint "https://api.openai.com/v1"
+    api-key-env "sk-proj-4f9aXb2c8d7e6f5a4b3c2d1e"
+}
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn not_kdl_at_all() {
+    insta::assert_snapshot!(errors(
+        "broken.kdl",
+        r#"
+target "sim" { sim tiny
+closed { concurrency 1 2 4.; duration "5s }
+"#
+    ));
+}
+
+// ------------------------------------------------------------------ whole-file rules
+
+#[test]
+fn nothing_to_measure() {
+    insta::assert_snapshot!(errors("empty.kdl", "experiment \"nothing\"\n"));
+}
+
+#[test]
+fn planned_features_say_so() {
+    insta::assert_snapshot!(errors(
+        "planned.kdl",
+        r#"
+target "sim" { sim tiny; tokenizer "tokenizer.json" }
+workload "replay" { dataset "data/prompts.jsonl" }
+closed { concurrency 1; duration "5s" }
+open { arrival trace "arrivals.jsonl"; rates 1 2; duration "5s" }
+"#
+    ));
+}
+
+#[test]
+fn many_mistakes_are_all_reported_in_file_order() {
+    let source = r#"
+experiment "many" { seed 7 }
+target "gpu" {
+    sim tiny
+    api chatt
+    timeout "2 minutes"
+}
+workload "chat" {
+    input-tokens lognormal median=600 sigma=-1
+    output-tokens normal mean=200 stddev=50
+    shared-prefix tokens=400 group=4
+}
+slo "fast" { ttft p99="1s"; itl p95=60 }
+closed { concurrency 4 2; duration "5s"; warmpu "1s" }
+sizing { target rps=5 slo=slow }
+"#;
+    let err = config::parse(source, Path::new("many.kdl")).unwrap_err();
+    let messages: Vec<&str> = err.diagnostics().iter().map(|d| d.message()).collect();
+    assert_eq!(messages.len(), 8, "{messages:#?}");
+    let offsets: Vec<usize> = err
+        .diagnostics()
+        .iter()
+        .filter_map(|d| d.offset())
+        .collect();
+    assert!(
+        offsets.windows(2).all(|w| w[0] <= w[1]),
+        "diagnostics in file order: {offsets:?}"
+    );
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unreadable_file_is_a_clear_error() {
+    let err = config::load(Path::new("experiments/does-not-exist.kdl")).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    let rendered = render(&err);
+    assert!(
+        rendered.contains("cannot read experiment file experiments/does-not-exist.kdl"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn validate_applies_the_same_rules_to_experiments_built_in_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/quickstart.kdl");
+    let mut experiment = config::load(&path).unwrap_or_else(|err| panic!("{}", render(&err)));
+    experiment.workloads[0].output_tokens.kind = DistKind::Normal {
+        mean: 64.0,
+        stddev: -1.0,
+    };
+    experiment.closed.as_mut().unwrap().levels = vec![4, 2];
+    experiment.targets.push(experiment.targets[0].clone());
+    let err = config::validate(&experiment).unwrap_err();
+    insta::assert_snapshot!(render(&err));
+}
