@@ -1,8 +1,8 @@
 //! KDL document → [`Experiment`], by hand, node by node.
 //!
 //! Hand-written rather than serde-derived because every mistake must point at
-//! its exact span and the decoder must keep going after one: each `decode_*`
-//! method returns `None` when its part is broken, after pushing diagnostics,
+//! its exact span and the decoder must keep going after one: each method
+//! returns `None` when its part is broken, after pushing diagnostics,
 //! and the caller carries on with the next node. The experiment is assembled
 //! only when no diagnostic was pushed. Semantic rules shared with
 //! [`super::validate`] come back as [`Issue`]s that are placed here.
@@ -243,7 +243,7 @@ impl Decoder {
         let prop = |node: &KdlNode, name: &str| {
             node.entries()
                 .iter()
-                .rfind(|e| e.name().is_some_and(|n| n.value() == name))
+                .find(|e| e.name().is_some_and(|n| n.value() == name))
                 .map(value_span)
         };
         let fallback = (span_of_name(node), "here");
@@ -455,13 +455,38 @@ impl Decoder {
 
     /// A node without a block; reports a block if present.
     fn no_children(&mut self, node: &KdlNode, usage: &str) {
-        if let Some(block) = node.children() {
+        if node.children().is_some() {
+            let span = self.block_span(node);
             self.error(
-                block.span(),
+                span,
                 "unexpected block",
                 format!("`{}` takes no `{{ }}` block", node.name().value()),
                 Some(format!("usage: {usage}")),
             );
+        }
+    }
+
+    /// The `{ ... }` of a node, braces included. The parser's span of the
+    /// children document is empty for an empty block, which underlines nothing.
+    fn block_span(&self, node: &KdlNode) -> SourceSpan {
+        let text: &str = self.source.inner();
+        let name_end = node.name().span().offset() + node.name().span().len();
+        let after_entries = node
+            .entries()
+            .iter()
+            .map(|e| e.span().offset() + e.span().len())
+            .max()
+            .unwrap_or(name_end)
+            .max(name_end);
+        let node_end = (node.span().offset() + node.span().len()).min(text.len());
+        let tail = text.get(after_entries..node_end).unwrap_or("");
+        match (tail.find('{'), tail.rfind('}')) {
+            (Some(open), Some(close)) if open < close => {
+                SourceSpan::new((after_entries + open).into(), close - open + 1)
+            }
+            _ => node
+                .children()
+                .map_or(span_of_name(node), KdlDocument::span),
         }
     }
 
@@ -902,7 +927,7 @@ impl Decoder {
         let (mut description, mut seed) = (None, 0);
         let mut once = Once::default();
         for child in children(node) {
-            if !self.once(&mut once, child) {
+            if EXPERIMENT_CHILDREN.contains(&child.name().value()) && !self.once(&mut once, child) {
                 ok = false;
                 continue;
             }

@@ -495,3 +495,22 @@ fn validate_applies_the_same_rules_to_experiments_built_in_code() {
     let err = config::validate(&experiment).unwrap_err();
     insta::assert_snapshot!(render(&err));
 }
+
+#[test]
+fn misshapen_nodes() {
+    insta::assert_snapshot!(errors(
+        "shapes.kdl",
+        r#"
+target "sim" { sim tiny; timeout "5s" { }; model "a" "b" }
+workload "chat" {
+    input-tokens (u32)100
+    output-tokens uniform min=1 max=9 min=2
+    conversation { think-time "1s" }
+}
+slo "empty" { }
+closed { concurrency 1; duration "5s" }
+open { arrival poisson cv=2; rates 1 2; duration "5s" }
+sizing { target rps=1 output-tokens-per-s=10 slo=empty }
+"#
+    ));
+}
