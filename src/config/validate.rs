@@ -503,10 +503,9 @@ pub(crate) fn check_api_key_env(name: &str) -> Vec<Issue> {
     const KEY_PREFIXES: &[&str] = &["sk-", "sk_", "hf_", "gsk_", "xai-", "Bearer "];
     let has_digit = name.chars().any(|c| c.is_ascii_digit());
     let has_lower = name.chars().any(|c| c.is_ascii_lowercase());
-    let has_upper = name.chars().any(|c| c.is_ascii_uppercase());
-    // Long mixed-case alphanumerics without `_` look like a token, not a variable name.
-    let looks_random =
-        name.len() >= 24 && has_digit && has_lower && has_upper && !name.contains('_');
+    // Variable names are words joined by `_` (OPENAI_API_KEY); a long run of
+    // lowercase letters and digits without one looks like a token.
+    let looks_random = name.len() >= 20 && has_digit && has_lower && !name.contains('_');
     if KEY_PREFIXES.iter().any(|p| name.starts_with(p)) || looks_random {
         return vec![
             Issue::new(
@@ -986,6 +985,9 @@ mod tests {
                 .contains("OPENAI_API_KEY")
         );
         assert!(!check_api_key_env("aB3dE5gH7jK9mN1pQ3sT5vW7yZ").is_empty());
+        assert!(!check_api_key_env("0f3a9c1e7b2d4f6a8c0e1b3d5f7a9c2e").is_empty());
+        assert!(check_api_key_env("TOGETHER_API_KEY_2").is_empty());
+        assert!(check_api_key_env("VLLM_KEY").is_empty());
         assert!(
             check_api_key_env("MY-KEY")[0]
                 .message
