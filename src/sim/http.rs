@@ -501,14 +501,15 @@ fn chat_prompt(messages: &[ChatMessage], vocab: u32) -> Result<Vec<u32>, String>
     Ok(tokens)
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid request body: {e}")))
+/// The body as `T`, or the 400 message.
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("invalid request body: {e}"))
 }
 
 async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
     let parsed: CompletionBody = match parse(&body) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(msg) => return bad_request(msg),
     };
     let prompt = match completion_prompt(&parsed.prompt, s.preset.model.vocab) {
         Ok(p) => p,
@@ -520,7 +521,7 @@ async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
 async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
     let parsed: ChatBody = match parse(&body) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(msg) => return bad_request(msg),
     };
     let prompt = match chat_prompt(&parsed.messages, s.preset.model.vocab) {
         Ok(p) => p,

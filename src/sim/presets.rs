@@ -339,7 +339,7 @@ pub fn describe_all() -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<26} {:<16} {:>10} {:>11} {:>12} {:>12} {:>9}",
+        "{:<20} {:<26} {:<16} {:>11} {:>11} {:>12} {:>12} {:>9}",
         "PRESET", "HARDWARE", "MODEL", "MEMORY", "BANDWIDTH", "BF16 PEAK", "KV TOKENS", "MAX SEQS"
     );
     for p in all() {
@@ -350,11 +350,11 @@ pub fn describe_all() -> String {
         };
         let _ = writeln!(
             out,
-            "{:<20} {:<26} {:<16} {:>7.1} GB {:>6.2} TB/s {:>6.0} TF/s {:>12} {:>9}",
+            "{:<20} {:<26} {:<16} {:>7.1} GiB {:>6.2} TB/s {:>6.0} TF/s {:>12} {:>9}",
             p.name,
             gpus,
             p.model.served_name.trim_start_matches("sim/"),
-            p.hardware.memory_bytes / 1e9,
+            p.hardware.memory_bytes / GIB,
             p.hardware.memory_bandwidth_bytes_per_s / 1e12,
             p.hardware.peak_bf16_flops_per_s / 1e12,
             p.kv_capacity_tokens(),

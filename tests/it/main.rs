@@ -1,0 +1,3 @@
+//! The one integration-test binary, filed by topic.
+
+mod sim;
