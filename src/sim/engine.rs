@@ -158,6 +158,8 @@ struct Seq {
     rng: u64,
     arrival: Duration,
     last_token_at: Option<Duration>,
+    /// Set by the step that emits its last token (removed at the step's end).
+    finished: bool,
 }
 
 impl Seq {
@@ -232,6 +234,7 @@ impl Engine {
             rng: mix(self.seed, req.id.0),
             arrival: now,
             last_token_at: None,
+            finished: false,
         });
         Ok(())
     }
@@ -448,6 +451,7 @@ impl Engine {
             self.metrics.generation_tokens += 1;
             if let Some(reason) = finish {
                 finished_any = true;
+                seq.finished = true;
                 self.metrics
                     .e2e_s
                     .observe((end - seq.arrival).as_secs_f64());
@@ -466,13 +470,8 @@ impl Engine {
         }
         if finished_any {
             let mut to_free = Vec::new();
-            let done: Vec<RequestId> = emitted
-                .iter()
-                .filter(|e| e.finish.is_some())
-                .map(|e| e.id)
-                .collect();
             self.running.retain_mut(|s| {
-                if done.contains(&s.id) {
+                if s.finished {
                     to_free.push(std::mem::take(&mut s.blocks));
                     false
                 } else {

@@ -210,7 +210,9 @@ struct AppState {
     created: u64,
 }
 
-/// A running simulator (from [`start`]).
+/// A running simulator (from [`start`]). Prefer [`SimServer::shutdown`]:
+/// dropping it only stops accepting connections; streams in flight run to
+/// their end, then the engine thread exits on its own.
 pub struct SimServer {
     pub addr: SocketAddr,
     commands: std_mpsc::Sender<Command>,
