@@ -1,1 +1,6 @@
+//! The one integration-test binary, filed by topic. Tests that need an
+//! endpoint start the simulated engine (or a scripted server) on an
+//! ephemeral loopback port.
+
 mod config;
+mod sim;

@@ -1,0 +1,395 @@
+//! The simulator over HTTP: OpenAI framing, errors, metrics that move with
+//! load, prefix-cache hits, client disconnects and injected faults. Every test
+//! starts its own `tiny` engine on an ephemeral loopback port.
+
+use std::time::Duration;
+
+use capcard::config::{Fraction, SimFaults};
+use capcard::sim::metrics::sample;
+use capcard::sim::{SimConfig, SimServer, presets, start};
+use serde_json::{Value, json};
+
+async fn tiny(faults: SimFaults) -> SimServer {
+    let preset = presets::find("tiny").expect("tiny preset");
+    let config = SimConfig::new(preset).with_faults(faults).with_seed(3);
+    start(config, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("sim starts")
+}
+
+fn words(n: usize, tag: &str) -> String {
+    (0..n)
+        .map(|i| format!("{tag}{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `data:` payloads of an SSE body, in order.
+fn sse_payloads(body: &str) -> Vec<String> {
+    assert!(
+        body.ends_with("\n\n"),
+        "events end with a blank line: {body:?}"
+    );
+    body.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("not a data event: {e:?}"))
+                .to_string()
+        })
+        .collect()
+}
+
+async fn metrics_text(client: &reqwest::Client, server: &SimServer) -> String {
+    let url = format!("http://{}/metrics", server.addr);
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+#[tokio::test]
+async fn chat_stream_has_role_tokens_usage_and_done() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{}/chat/completions", server.base_url()))
+        .json(&json!({
+            "model": "sim/tiny",
+            "messages": [
+                {"role": "system", "content": words(10, "sys")},
+                {"role": "user", "content": words(30, "user")}
+            ],
+            "max_tokens": 20,
+            "ignore_eos": true,
+            "stream": true,
+            "stream_options": {"include_usage": true}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let payloads = sse_payloads(&resp.text().await.unwrap());
+    assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"));
+    let events: Vec<Value> = payloads[..payloads.len() - 1]
+        .iter()
+        .map(|p| serde_json::from_str(p).unwrap())
+        .collect();
+    // role chunk + 20 tokens + usage chunk
+    assert_eq!(events.len(), 22);
+    assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+    let contents: Vec<&Value> = events[1..21]
+        .iter()
+        .map(|e| &e["choices"][0]["delta"]["content"])
+        .collect();
+    assert!(contents.iter().all(|c| {
+        c.as_str()
+            .is_some_and(|s| s.split_whitespace().count() == 1)
+    }));
+    assert!(
+        events[1..20]
+            .iter()
+            .all(|e| e["choices"][0]["finish_reason"].is_null())
+    );
+    assert_eq!(events[20]["choices"][0]["finish_reason"], "length");
+    let usage = &events[21]["usage"];
+    assert_eq!(usage["prompt_tokens"], 40, "content words only");
+    assert_eq!(usage["completion_tokens"], 20);
+    assert_eq!(usage["total_tokens"], 60);
+    assert_eq!(events[21]["choices"], json!([]));
+    assert!(
+        events
+            .iter()
+            .all(|e| e["object"] == "chat.completion.chunk" && e["model"] == "sim/tiny")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn completions_accept_token_ids_and_text() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let ids: Vec<u32> = (100..150).collect();
+    let body = client
+        .post(format!("{}/completions", server.base_url()))
+        .json(
+            &json!({"prompt": ids, "max_tokens": 32, "ignore_eos": true, "stream": true,
+                      "stream_options": {"include_usage": true}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let payloads = sse_payloads(&body);
+    let events: Vec<Value> = payloads[..payloads.len() - 1]
+        .iter()
+        .map(|p| serde_json::from_str(p).unwrap())
+        .collect();
+    assert_eq!(events.len(), 33, "32 tokens + usage");
+    assert!(
+        events[..32]
+            .iter()
+            .all(|e| e["object"] == "text_completion")
+    );
+    assert_eq!(events[31]["choices"][0]["finish_reason"], "length");
+    assert_eq!(events[32]["usage"]["prompt_tokens"], 50);
+    assert_eq!(events[32]["usage"]["completion_tokens"], 32);
+
+    // Non-streaming, text prompt: the text holds one word per token.
+    let full: Value = client
+        .post(format!("{}/completions", server.base_url()))
+        .json(&json!({"prompt": words(17, "w"), "max_tokens": 9, "ignore_eos": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(full["object"], "text_completion");
+    assert_eq!(full["usage"]["prompt_tokens"], 17);
+    assert_eq!(full["usage"]["completion_tokens"], 9);
+    assert_eq!(
+        full["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .count(),
+        9
+    );
+    assert_eq!(full["choices"][0]["finish_reason"], "length");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn models_and_health() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let models: Value = client
+        .get(format!("{}/models", server.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "sim/tiny");
+    assert_eq!(models["data"][0]["max_model_len"], 2048);
+    let health = client
+        .get(format!("http://{}/health", server.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_requests_get_openai_style_errors() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/chat/completions", server.base_url());
+    let cases: Vec<(&str, String, u16)> = vec![
+        ("not json", "{\"messages\": [".to_string(), 400),
+        ("missing messages", json!({"max_tokens": 3}).to_string(), 400),
+        ("negative max_tokens", json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}).to_string(), 400),
+        ("empty prompt", json!({"messages": [{"role": "user", "content": "   "}]}).to_string(), 400),
+        ("too long", json!({"messages": [{"role": "user", "content": words(2000, "x")}], "max_tokens": 100}).to_string(), 400),
+        ("min > max", json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "min_tokens": 5}).to_string(), 400),
+        ("unknown model", json!({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}).to_string(), 404),
+    ];
+    for (name, body, status) in cases {
+        let resp = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{name}");
+        let err: Value = resp.json().await.unwrap();
+        assert_eq!(err["error"]["type"], "invalid_request_error", "{name}");
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{name}"
+        );
+    }
+    let resp = client
+        .post(format!("{}/completions", server.base_url()))
+        .json(&json!({"prompt": [5, 999_999], "max_tokens": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let missing = client
+        .get(format!("{}/nope", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // The server is still fine.
+    let ok = client
+        .post(&url)
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn metrics_move_with_load_and_disconnects_free_the_engine() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let idle = metrics_text(&client, &server).await;
+    assert_eq!(sample(&idle, "vllm:num_requests_running"), Some(0.0));
+    assert_eq!(sample(&idle, "vllm:num_requests_waiting"), Some(0.0));
+
+    // 48 long streams on a 32-seat engine: 16 must wait.
+    let mut streams = Vec::new();
+    for i in 0..48 {
+        let resp = client
+            .post(format!("{}/completions", server.base_url()))
+            .json(&json!({"prompt": words(32, &format!("r{i}-")), "max_tokens": 1500, "ignore_eos": true, "stream": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        streams.push(resp);
+    }
+    let mut loaded = String::new();
+    for _ in 0..200 {
+        loaded = metrics_text(&client, &server).await;
+        if sample(&loaded, "vllm:num_requests_running") == Some(32.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        sample(&loaded, "vllm:num_requests_running"),
+        Some(32.0),
+        "{loaded}"
+    );
+    assert_eq!(sample(&loaded, "vllm:num_requests_waiting"), Some(16.0));
+    assert!(sample(&loaded, "vllm:kv_cache_usage_perc").unwrap() > 0.0);
+    assert!(sample(&loaded, "vllm:generation_tokens_total").unwrap() > 0.0);
+
+    // Clients go away: the engine must drop their work, not finish it.
+    drop(streams);
+    let mut after = String::new();
+    for _ in 0..200 {
+        after = metrics_text(&client, &server).await;
+        if sample(&after, "vllm:num_requests_running") == Some(0.0)
+            && sample(&after, "vllm:num_requests_waiting") == Some(0.0)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        sample(&after, "vllm:num_requests_running"),
+        Some(0.0),
+        "{after}"
+    );
+    assert_eq!(sample(&after, "vllm:num_requests_waiting"), Some(0.0));
+    assert_eq!(sample(&after, "vllm:kv_cache_usage_perc"), Some(0.0));
+    assert!(after.contains(
+        "vllm:request_success_total{model_name=\"sim/tiny\",finished_reason=\"abort\"} 48"
+    ));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shared_prefix_repeat_hits_the_prefix_cache() {
+    let server = tiny(SimFaults::default()).await;
+    let client = reqwest::Client::new();
+    let prefix = words(256, "system");
+    for i in 0..2 {
+        let resp = client
+            .post(format!("{}/completions", server.base_url()))
+            .json(&json!({"prompt": format!("{prefix} {}", words(8, &format!("q{i}-"))), "max_tokens": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let _ = resp.text().await.unwrap();
+    }
+    let text = metrics_text(&client, &server).await;
+    assert_eq!(
+        sample(&text, "vllm:prefix_cache_queries_total"),
+        Some(2.0 * 264.0)
+    );
+    assert_eq!(
+        sample(&text, "vllm:prefix_cache_hits_total"),
+        Some(256.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "vllm:prompt_tokens_total"), Some(2.0 * 264.0));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn injected_failures_cuts_and_stalls() {
+    let chat = json!({"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 8,
+                      "ignore_eos": true, "stream": true});
+
+    let failing = tiny(SimFaults {
+        fail_rate: Fraction(1.0),
+        ..SimFaults::default()
+    })
+    .await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/chat/completions", failing.base_url()))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 500);
+    let err: Value = resp.json().await.unwrap();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("injected")
+    );
+    failing.shutdown().await;
+
+    let cutting = tiny(SimFaults {
+        cut_rate: Fraction(1.0),
+        ..SimFaults::default()
+    })
+    .await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/chat/completions", cutting.base_url()))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.is_err(), "the body breaks off mid-stream");
+    cutting.shutdown().await;
+
+    let stalling = tiny(SimFaults {
+        stall: Some(Duration::from_millis(20)),
+        ..SimFaults::default()
+    })
+    .await;
+    let body = reqwest::Client::new()
+        .post(format!("{}/chat/completions", stalling.base_url()))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let payloads = sse_payloads(&body);
+    assert_eq!(
+        payloads.len(),
+        1 + 8 + 1,
+        "role, 8 tokens, [DONE]: a stall loses nothing"
+    );
+    stalling.shutdown().await;
+}
