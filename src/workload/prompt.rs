@@ -47,7 +47,7 @@ const UNIQUE_MARKER_SYMBOLS: u32 = 3;
 const PREFIX_MARKER_SYMBOLS: u32 = 2;
 /// Domain tags so `Prefix { group: 5 }` and `Unique { key: 5 }` differ.
 const PREFIX_STREAM: u64 = 0x5052_4546_4958; // "PREFIX"
-const UNIQUE_STREAM: u64 = 0x0055_4e49_5155_45; // "UNIQUE"
+const UNIQUE_STREAM: u64 = 0x0055_4E49_5155_4500; // "UNIQUE"
 
 /// Text whose length in tokens is about `segment.tokens()` for common BPE
 /// tokenizers; the rule is documented in the module.
@@ -1235,8 +1235,9 @@ mod tests {
         let b = Segment::Unique { key: 7, tokens: 30 };
         let c = Segment::Unique { key: 8, tokens: 20 };
         let whole = render_text(&[a.clone(), b.clone(), c.clone()]);
-        let parts =
-            render_text(&[a.clone()]) + &render_text(&[b.clone()]) + &render_text(&[c.clone()]);
+        let parts = render_text(std::slice::from_ref(&a))
+            + &render_text(std::slice::from_ref(&b))
+            + &render_text(std::slice::from_ref(&c));
         assert_eq!(whole, parts);
         let ids = render_token_ids(&[a.clone(), b.clone(), c.clone()]);
         let id_parts: Vec<u32> = [a, b, c]
@@ -1364,9 +1365,9 @@ mod tests {
         assert_eq!(
             render_token_ids(&[Segment::Unique {
                 key: 29_002,
-                tokens: 2
+                tokens: 4
             }]),
-            vec![1001, 1001]
+            vec![1001, 1001, 1000, 14773]
         );
     }
 }
