@@ -19,7 +19,8 @@ mod estimate;
 mod table;
 
 pub use estimate::{
-    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WorkloadProfile,
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, PROFILE_TASKS,
+    WorkloadProfile,
 };
 pub use table::{human_duration, render_table};
 
