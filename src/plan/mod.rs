@@ -3,13 +3,36 @@
 //!
 //! The Cr_open search cannot be expanded up front (each rate depends on the
 //! last verdict), so the plan holds it as a [`OpenPlan::Search`] that the
-//! runner resolves while it executes, using `analyze::search`.
+//! runner resolves while it executes, using `analyze::search`; the runner
+//! names and seeds those runs with [`run_at_rate`].
+//!
+//! Cards are ordered targets outer, workloads inner, in file order. Run ids
+//! are stable and readable (`<target>--<workload>--c0008`,
+//! `<target>--<workload>--r4.000`) because they are journal file names and
+//! what `--resume` matches on. A run's seed depends on the experiment seed,
+//! the workload and the load level, never on the target: every target is sent
+//! the same request stream, so cards of two targets compare like with like,
+//! while two levels of one sweep send different prompts (a level must not hit
+//! the prefix cache warmed by the level before it).
+
+mod estimate;
+mod table;
+
+pub use estimate::{
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, PROFILE_TASKS,
+    WorkloadProfile,
+};
+pub use table::{human_duration, render_table};
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, Experiment, Fraction, RatePerS, StopRule};
+use crate::config::{Arrival, Experiment, Fraction, RatePerS, RateSelection, StopRule, Workload};
+use crate::workload::{hash_str, mix};
+
+/// `schema` of `plan.json`.
+pub const SCHEMA: &str = "capcard/plan/v1";
 
 /// The whole expanded experiment (`plan.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +63,9 @@ pub struct CardPlan {
 pub enum OpenPlan {
     None,
     /// Explicit rates, all run.
-    Grid { runs: Vec<RunPlan> },
+    Grid {
+        runs: Vec<RunPlan>,
+    },
     /// Cr_open search per SLO, resolved during execution.
     Search {
         arrival: Arrival,
@@ -101,6 +126,611 @@ pub struct RunPlan {
 
 /// Expand an experiment into its plan.
 pub fn build(experiment: &Experiment) -> Plan {
-    let _ = experiment;
-    todo!("me")
+    // One profile per workload: it only matters for `requests` stops, and
+    // drawing it is cheap next to parsing the file.
+    let profiles: Vec<WorkloadProfile> = experiment
+        .workloads
+        .iter()
+        .map(|w| WorkloadProfile::of(w, workload_seed(experiment.seed, &w.name)))
+        .collect();
+    let mut cards = Vec::with_capacity(experiment.targets.len() * experiment.workloads.len());
+    for target in &experiment.targets {
+        for (workload, profile) in experiment.workloads.iter().zip(&profiles) {
+            cards.push(card_plan(experiment, &target.name, workload, profile));
+        }
+    }
+    let estimated_wall_time_s = cards.iter().map(|c| c.estimated_wall_time_s).sum();
+    Plan {
+        schema: SCHEMA.to_string(),
+        experiment: experiment.name.clone(),
+        seed: experiment.seed,
+        cards,
+        estimated_wall_time_s,
+    }
+}
+
+/// Stable id of a run, also its journal file name: `<target>--<workload>--c0008`
+/// (concurrency, at least 4 digits) or `<target>--<workload>--r4.000` (rate,
+/// 3 decimals).
+pub fn run_id(target: &str, workload: &str, load: &Load) -> String {
+    match load {
+        Load::Concurrency { concurrency } => format!("{target}--{workload}--c{concurrency:04}"),
+        Load::Rate { rate, .. } => format!("{target}--{workload}--r{:.3}", rate.0),
+    }
+}
+
+/// Seed of a run's request stream: `mix(mix(experiment seed, hash(workload)),
+/// level)`, where the level is the concurrency or the rate's bits. Not
+/// dependent on the target (see the module doc).
+pub fn run_seed(experiment_seed: u64, workload: &str, load: &Load) -> u64 {
+    let level = match load {
+        Load::Concurrency { concurrency } => u64::from(*concurrency),
+        Load::Rate { rate, .. } => rate.0.to_bits(),
+    };
+    mix(workload_seed(experiment_seed, workload), level)
+}
+
+/// The run a Cr_open search makes at `rate`, from the search's template.
+pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> RunPlan {
+    let arrival = match template.load {
+        Load::Rate { arrival, .. } => arrival,
+        Load::Concurrency { .. } => Arrival::Poisson,
+    };
+    let load = Load::Rate { rate, arrival };
+    RunPlan {
+        id: run_id(&template.target, &template.workload, &load),
+        seed: run_seed(experiment_seed, &template.workload, &load),
+        mode: Mode::Open,
+        load,
+        ..template.clone()
+    }
+}
+
+/// Upper bound on the runs of a Cr_open search over `[min, max]` for
+/// `slo_count` SLOs (at least one counted).
+///
+/// The bound assumes the search `analyze::search` runs: bracketing by
+/// doubling (or halving) from a start estimate inside `[min, max]`, clamped
+/// to the bounds, visits at most `⌈log2(max/min)⌉ + 1` rates, and the verdict
+/// at every rate serves all SLOs; it ends with a bracket whose ends are at
+/// most a factor 2 apart. Bisecting that bracket until its width is at most
+/// `precision` of its lower end takes at most `⌈log2(1/precision)⌉` runs per
+/// SLO (SLOs may end in different brackets, so these are not shared). A
+/// precision below 10⁻⁶ is counted as 10⁻⁶.
+pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_count: usize) -> u32 {
+    let ratio = max.0 / min.0;
+    let bracketing = if ratio.is_finite() && ratio > 1.0 {
+        ratio.log2().ceil() as u32 + 1
+    } else {
+        1
+    };
+    let precision = if precision.0.is_finite() {
+        precision.0.clamp(1e-6, 1.0)
+    } else {
+        1.0
+    };
+    let bisection = (1.0 / precision).log2().ceil() as u32;
+    let slo_count = u32::try_from(slo_count.max(1)).unwrap_or(u32::MAX);
+    bracketing.saturating_add(slo_count.saturating_mul(bisection))
+}
+
+fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
+    mix(experiment_seed, hash_str(workload))
+}
+
+fn card_plan(
+    experiment: &Experiment,
+    target: &str,
+    workload: &Workload,
+    profile: &WorkloadProfile,
+) -> CardPlan {
+    let run = |mode: Mode, load: Load, warmup: Duration, stop: StopRule| RunPlan {
+        id: run_id(target, &workload.name, &load),
+        target: target.to_string(),
+        workload: workload.name.clone(),
+        mode,
+        load,
+        warmup,
+        stop,
+        seed: run_seed(experiment.seed, &workload.name, &load),
+    };
+
+    let closed: Vec<RunPlan> = experiment.closed.as_ref().map_or_else(Vec::new, |spec| {
+        spec.levels
+            .iter()
+            .map(|&concurrency| {
+                run(
+                    Mode::Closed,
+                    Load::Concurrency { concurrency },
+                    spec.warmup,
+                    spec.stop,
+                )
+            })
+            .collect()
+    });
+    let mut estimated_wall_time_s: f64 = closed.iter().map(|r| estimate::run_s(r, profile)).sum();
+
+    let slos: Vec<String> = match &experiment.open {
+        Some(_) => experiment.slos.iter().map(|s| s.name.clone()).collect(),
+        None => Vec::new(),
+    };
+    let open = match &experiment.open {
+        None => OpenPlan::None,
+        Some(spec) => {
+            let open_run = |rate: RatePerS| {
+                run(
+                    Mode::Open,
+                    Load::Rate {
+                        rate,
+                        arrival: spec.arrival,
+                    },
+                    spec.warmup,
+                    spec.stop,
+                )
+            };
+            match &spec.rates {
+                RateSelection::Grid { rates } => {
+                    let runs: Vec<RunPlan> = rates.iter().map(|&rate| open_run(rate)).collect();
+                    estimated_wall_time_s += runs
+                        .iter()
+                        .map(|r| estimate::run_s(r, profile))
+                        .sum::<f64>();
+                    OpenPlan::Grid { runs }
+                }
+                RateSelection::Search {
+                    min,
+                    max,
+                    precision,
+                } => {
+                    let max_runs = search_max_runs(*min, *max, *precision, slos.len());
+                    let typical = open_run(RatePerS((min.0 * max.0).sqrt()));
+                    estimated_wall_time_s +=
+                        f64::from(max_runs) * estimate::run_s(&typical, profile);
+                    OpenPlan::Search {
+                        arrival: spec.arrival,
+                        min: *min,
+                        max: *max,
+                        precision: *precision,
+                        max_runs,
+                        template: open_run(*min),
+                    }
+                }
+            }
+        }
+    };
+
+    CardPlan {
+        target: target.to_string(),
+        workload: workload.name.clone(),
+        slos,
+        closed,
+        open,
+        estimated_wall_time_s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{
+        Api, ClosedSpec, Conversation, CrossPSpec, Dist, DistKind, KneeSpec, LatencyMetric,
+        OpenSpec, SharedPrefix, SimFaults, Slo, SloClause, Stat, Target, TargetKind,
+    };
+
+    fn target(name: &str) -> Target {
+        Target {
+            name: name.into(),
+            span: None,
+            kind: TargetKind::Sim {
+                preset: "h100-llama3-8b".into(),
+                faults: SimFaults::default(),
+            },
+            api: Api::Chat,
+            model: None,
+            api_key_env: None,
+            timeout: Duration::from_secs(120),
+            hardware: None,
+            runtime: None,
+            cost: None,
+        }
+    }
+
+    fn workload(name: &str) -> Workload {
+        Workload {
+            name: name.into(),
+            span: None,
+            input_tokens: Dist {
+                kind: DistKind::LogNormal {
+                    median: 600.0,
+                    sigma: 0.6,
+                },
+                min: Some(16.0),
+                max: Some(8192.0),
+            },
+            output_tokens: Dist::fixed(200.0),
+            shared_prefix: Some(SharedPrefix {
+                tokens: 400,
+                groups: 4,
+            }),
+            conversation: None,
+            agent: None,
+        }
+    }
+
+    fn latency(metric: LatencyMetric, p: f64, limit_ms: u64) -> SloClause {
+        SloClause::Latency {
+            metric,
+            stat: Stat::Percentile(p),
+            limit: Duration::from_millis(limit_ms),
+        }
+    }
+
+    fn experiment() -> Experiment {
+        Experiment {
+            name: "support-chat".into(),
+            description: Some("Support chat".into()),
+            seed: 7,
+            targets: vec![target("h100-vllm"), target("what-if")],
+            workloads: vec![
+                workload("chat"),
+                Workload {
+                    conversation: Some(Conversation {
+                        turns: Dist {
+                            kind: DistKind::Uniform { min: 1.0, max: 6.0 },
+                            min: None,
+                            max: None,
+                        },
+                        think_time: Dist {
+                            kind: DistKind::Exponential { mean: 4.0 },
+                            min: None,
+                            max: None,
+                        },
+                    }),
+                    ..workload("multi-turn")
+                },
+            ],
+            slos: vec![
+                Slo {
+                    name: "interactive".into(),
+                    span: None,
+                    clauses: vec![
+                        latency(LatencyMetric::Ttft, 50.0, 300),
+                        latency(LatencyMetric::Itl, 95.0, 60),
+                        latency(LatencyMetric::Ttft, 99.0, 1000),
+                        SloClause::ErrorRate {
+                            max: Fraction(0.005),
+                        },
+                    ],
+                },
+                Slo {
+                    name: "batch".into(),
+                    span: None,
+                    clauses: vec![latency(LatencyMetric::E2e, 95.0, 120_000)],
+                },
+            ],
+            closed: Some(ClosedSpec {
+                levels: vec![1, 2, 4, 8, 16, 32, 64, 128],
+                stop: StopRule::Duration(Duration::from_secs(60)),
+                warmup: Duration::from_secs(10),
+                crossp: CrossPSpec::default(),
+                knee: KneeSpec::default(),
+            }),
+            open: Some(OpenSpec {
+                arrival: Arrival::Poisson,
+                rates: RateSelection::Search {
+                    min: RatePerS(0.5),
+                    max: RatePerS(64.0),
+                    precision: Fraction(0.05),
+                },
+                stop: StopRule::Duration(Duration::from_secs(120)),
+                warmup: Duration::from_secs(15),
+            }),
+            sizing: None,
+            base_dir: None,
+        }
+    }
+
+    fn grid_experiment(rates: &[f64], stop: StopRule) -> Experiment {
+        let mut e = experiment();
+        if let Some(open) = e.open.as_mut() {
+            open.rates = RateSelection::Grid {
+                rates: rates.iter().map(|r| RatePerS(*r)).collect(),
+            };
+            open.stop = stop;
+        }
+        e
+    }
+
+    #[test]
+    fn cards_are_targets_outer_workloads_inner() {
+        let plan = build(&experiment());
+        let order: Vec<(&str, &str)> = plan
+            .cards
+            .iter()
+            .map(|c| (c.target.as_str(), c.workload.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("h100-vllm", "chat"),
+                ("h100-vllm", "multi-turn"),
+                ("what-if", "chat"),
+                ("what-if", "multi-turn")
+            ]
+        );
+        assert_eq!(plan.schema, "capcard/plan/v1");
+        assert_eq!((plan.experiment.as_str(), plan.seed), ("support-chat", 7));
+        assert_eq!(plan.cards[0].slos, ["interactive", "batch"]);
+    }
+
+    #[test]
+    fn closed_runs_have_stable_ids_and_specs() {
+        let plan = build(&experiment());
+        let card = &plan.cards[0];
+        let ids: Vec<&str> = card.closed.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids.len(), 8);
+        assert_eq!(ids[0], "h100-vllm--chat--c0001");
+        assert_eq!(ids[3], "h100-vllm--chat--c0008");
+        assert_eq!(ids[7], "h100-vllm--chat--c0128");
+        let run = &card.closed[3];
+        assert_eq!(run.mode, Mode::Closed);
+        assert_eq!(run.load, Load::Concurrency { concurrency: 8 });
+        assert_eq!(run.warmup, Duration::from_secs(10));
+        assert_eq!(run.stop, StopRule::Duration(Duration::from_secs(60)));
+        assert_eq!(
+            (run.target.as_str(), run.workload.as_str()),
+            ("h100-vllm", "chat")
+        );
+    }
+
+    #[test]
+    fn run_ids_pad_and_format_rates() {
+        let rate = |r| Load::Rate {
+            rate: RatePerS(r),
+            arrival: Arrival::Poisson,
+        };
+        assert_eq!(
+            run_id("t", "w", &Load::Concurrency { concurrency: 12345 }),
+            "t--w--c12345"
+        );
+        assert_eq!(run_id("t", "w", &rate(4.0)), "t--w--r4.000");
+        assert_eq!(run_id("t", "w", &rate(0.5)), "t--w--r0.500");
+        assert_eq!(run_id("t", "w", &rate(12.3456)), "t--w--r12.346");
+    }
+
+    #[test]
+    fn seeds_depend_on_workload_and_level_not_target() {
+        let plan = build(&experiment());
+        let (a, b) = (&plan.cards[0], &plan.cards[2]); // same workload, two targets
+        assert_eq!(a.workload, b.workload);
+        assert_ne!(a.target, b.target);
+        let seeds = |c: &CardPlan| c.closed.iter().map(|r| r.seed).collect::<Vec<_>>();
+        assert_eq!(seeds(a), seeds(b));
+        let distinct: std::collections::HashSet<u64> = seeds(a).into_iter().collect();
+        assert_eq!(distinct.len(), 8, "every level has its own stream");
+        assert_ne!(
+            seeds(a),
+            seeds(&plan.cards[1]),
+            "workloads have their own streams"
+        );
+        let expected = mix(mix(7, hash_str("chat")), 8);
+        assert_eq!(a.closed[3].seed, expected);
+        let other_seed = build(&Experiment {
+            seed: 8,
+            ..experiment()
+        });
+        assert_ne!(other_seed.cards[0].closed[3].seed, expected);
+    }
+
+    #[test]
+    fn grid_runs_one_per_rate() {
+        let plan = build(&grid_experiment(
+            &[1.0, 2.0, 4.5],
+            StopRule::Duration(Duration::from_secs(30)),
+        ));
+        let OpenPlan::Grid { runs } = &plan.cards[0].open else {
+            panic!("expected a grid")
+        };
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "h100-vllm--chat--r1.000",
+                "h100-vllm--chat--r2.000",
+                "h100-vllm--chat--r4.500"
+            ]
+        );
+        assert!(
+            runs.iter()
+                .all(|r| r.mode == Mode::Open && r.warmup == Duration::from_secs(15))
+        );
+        assert_eq!(
+            runs[2].load,
+            Load::Rate {
+                rate: RatePerS(4.5),
+                arrival: Arrival::Poisson
+            }
+        );
+        assert_eq!(
+            runs[2].seed,
+            mix(mix(7, hash_str("chat")), 4.5f64.to_bits())
+        );
+        let OpenPlan::Grid { runs: other } = &plan.cards[2].open else {
+            panic!("expected a grid")
+        };
+        assert_eq!(runs[1].seed, other[1].seed, "same stream on every target");
+    }
+
+    #[test]
+    fn search_holds_bounds_template_and_run_bound() {
+        let plan = build(&experiment());
+        let OpenPlan::Search {
+            arrival,
+            min,
+            max,
+            precision,
+            max_runs,
+            template,
+        } = &plan.cards[0].open
+        else {
+            panic!("expected a search");
+        };
+        assert_eq!(
+            (*arrival, *min, *max, *precision),
+            (
+                Arrival::Poisson,
+                RatePerS(0.5),
+                RatePerS(64.0),
+                Fraction(0.05)
+            )
+        );
+        // Bracketing: ⌈log2(128)⌉ + 1 = 8; bisection: ⌈log2(20)⌉ = 5 per SLO, 2 SLOs.
+        assert_eq!(*max_runs, 8 + 2 * 5);
+        assert_eq!(template.id, "h100-vllm--chat--r0.500");
+        assert_eq!(
+            template.load,
+            Load::Rate {
+                rate: RatePerS(0.5),
+                arrival: Arrival::Poisson
+            }
+        );
+        let run = run_at_rate(template, RatePerS(6.25), 7);
+        assert_eq!(run.id, "h100-vllm--chat--r6.250");
+        assert_eq!(run.seed, run_seed(7, "chat", &run.load));
+        assert_eq!(run.mode, Mode::Open);
+        assert_eq!((run.warmup, run.stop), (template.warmup, template.stop));
+    }
+
+    #[test]
+    fn search_run_bounds() {
+        let bound =
+            |min, max, p, slos| search_max_runs(RatePerS(min), RatePerS(max), Fraction(p), slos);
+        assert_eq!(bound(1.0, 2.0, 0.5, 1), 2 + 1);
+        assert_eq!(bound(1.0, 3.0, 0.1, 1), 3 + 4);
+        assert_eq!(
+            bound(1.0, 64.0, 0.05, 0),
+            7 + 5,
+            "no SLO still counts one search"
+        );
+        assert_eq!(
+            bound(4.0, 4.0, 0.05, 1),
+            1 + 5,
+            "degenerate range: one bracketing run"
+        );
+        assert_eq!(bound(1.0, 2.0, 0.0, 1), 2 + 20, "precision floored at 1e-6");
+    }
+
+    #[test]
+    fn estimate_sums_duration_runs() {
+        let plan = build(&experiment());
+        // Closed: 8 × (10 + 60 + 2); open: 18 × (15 + 120 + 2).
+        let card_s = 8.0 * 72.0 + 18.0 * 137.0;
+        for card in &plan.cards {
+            assert!(
+                (card.estimated_wall_time_s - card_s).abs() < 1e-9,
+                "{}",
+                card.estimated_wall_time_s
+            );
+        }
+        assert!((plan.estimated_wall_time_s - 4.0 * card_s).abs() < 1e-6);
+
+        let grid = build(&grid_experiment(
+            &[1.0, 2.0],
+            StopRule::Duration(Duration::from_secs(30)),
+        ));
+        assert!((grid.cards[0].estimated_wall_time_s - (8.0 * 72.0 + 2.0 * 47.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn estimate_for_requests_stops_uses_the_assumed_call_time() {
+        let mut e = grid_experiment(&[4.0], StopRule::Requests(100));
+        e.closed = None;
+        e.workloads.truncate(1);
+        let plan = build(&e);
+        // 100 calls at 4 req/s = 25 s, + 15 s warmup + 2 s drain.
+        assert!((plan.cards[0].estimated_wall_time_s - 42.0).abs() < 1e-9);
+
+        let mut e = experiment();
+        e.open = None;
+        e.workloads.truncate(1);
+        if let Some(closed) = e.closed.as_mut() {
+            closed.levels = vec![2];
+            closed.stop = StopRule::Requests(100);
+        }
+        let plan = build(&e);
+        // Call = 0.5 s + 200 × 30 ms = 6.5 s; 2 in flight → 100 calls take 325 s.
+        assert!((plan.cards[0].estimated_wall_time_s - (10.0 + 325.0 + 2.0)).abs() < 1e-9);
+        assert!(
+            plan.cards[0].slos.is_empty(),
+            "no open runs, no SLO evaluated"
+        );
+        assert_eq!(plan.cards[0].open, OpenPlan::None);
+    }
+
+    #[test]
+    fn plan_round_trips_through_json() {
+        let plan = build(&experiment());
+        let json = serde_json::to_string(&plan).expect("serialize");
+        let back: Plan = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn table_shows_runs_slos_and_estimates() {
+        let e = experiment();
+        let table = render_table(&build(&e), &e);
+        for needle in [
+            "experiment \"support-chat\"  seed 7",
+            "h100-vllm × chat  (est. ≤ 50m 42s)",
+            "what-if × multi-turn",
+            "concurrency 1 2 4 8 16 32 64 128",
+            "warmup 10s + 1m per level",
+            "search 0.5–64 req/s, poisson, precision 5%",
+            "search 0.5–64 conversations/s, poisson, precision 5%",
+            "warmup 15s + 2m per rate",
+            "≤ 18 runs",
+            "interactive  ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%",
+            "batch        e2e p95≤2m",
+            "4 cards (2 targets × 2 workloads), 32 closed runs, up to 72 open runs",
+            "estimated wall time ≤ 3h 23m",
+        ] {
+            assert!(table.contains(needle), "missing {needle:?} in\n{table}");
+        }
+        // Closed line: label, runs, time, levels aligned in columns.
+        let closed_line = table
+            .lines()
+            .find(|l| l.contains("concurrency"))
+            .expect("closed line");
+        let open_line = table
+            .lines()
+            .find(|l| l.contains("search 0.5"))
+            .expect("open line");
+        let column = |line: &str, word: &str| line.find(word).map(|i| line[..i].chars().count());
+        assert_eq!(
+            column(closed_line, "concurrency"),
+            column(open_line, "search")
+        );
+        assert_eq!(column(closed_line, "runs"), column(open_line, "runs"));
+        assert!(closed_line.contains("9m 36s"), "{closed_line}");
+        assert!(open_line.contains("≤ 41m 6s"), "{open_line}");
+        assert!(!table.contains("requests` stops"));
+    }
+
+    #[test]
+    fn table_shows_grid_and_missing_blocks() {
+        let mut e = grid_experiment(&[1.0, 2.5], StopRule::Requests(50));
+        e.closed = None;
+        e.slos.clear();
+        let table = render_table(&build(&e), &e);
+        for needle in [
+            "no closed sweep",
+            "rates 1 2.5 req/s, poisson",
+            "warmup 15s + 50 requests per rate",
+            "none defined",
+            "`requests` stops assume 500ms + 30ms per output token per call",
+            "0 closed runs, 8 open runs",
+        ] {
+            assert!(table.contains(needle), "missing {needle:?} in\n{table}");
+        }
+    }
 }

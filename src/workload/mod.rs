@@ -2,8 +2,10 @@
 //! workload, the seed and the task's index.
 //!
 //! Random access by index (`TaskGenerator::task(i)`) is what makes runs
-//! reproducible across concurrency levels and rates: task 17 is the same
-//! prompt whether it is sent at c=1 or at 40 RPS. Prompts are described as
+//! reproducible whatever their timing: task 17 of a stream is the same prompt
+//! whether it is sent at c=1 or at 40 RPS, on every target and on every
+//! re-run. (The plan gives each run its own stream seed, so one run's prompts
+//! are not already in a server's prefix cache from the previous run.) Prompts are described as
 //! [`Segment`]s (a shared prefix, or unique content keyed by a number) and
 //! rendered to text or token ids by [`prompt`] outside the timing path.
 
@@ -66,9 +68,13 @@ pub struct CallSpec {
 pub enum TaskSpec {
     Single(CallSpec),
     /// Turns in order; each turn's prompt holds the whole history so far.
-    Conversation { turns: Vec<Turn> },
+    Conversation {
+        turns: Vec<Turn>,
+    },
     /// Steps in order; calls within a step run in parallel.
-    Agent { steps: Vec<AgentStep> },
+    Agent {
+        steps: Vec<AgentStep>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -103,10 +109,22 @@ impl TaskSpec {
     }
 }
 
+/// The generator behind every workload draw: a named algorithm
+/// (xoshiro256++), so a seed means the same stream on every platform and
+/// rand version, unlike `StdRng`/`SmallRng` which may change algorithm.
+pub type SeededRng = rand::rngs::Xoshiro256PlusPlus;
+
+/// A [`SeededRng`] for `seed`.
+pub fn seeded_rng(seed: u64) -> SeededRng {
+    rand::SeedableRng::seed_from_u64(seed)
+}
+
 /// Stable 64-bit mixing for deriving seeds (SplitMix64 finaliser): std's
 /// hashers are not guaranteed stable across Rust versions, this is.
 pub fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let mut z = a ^ b
+        .wrapping_add(0x9E37_79B9_7F4A_7C15)
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

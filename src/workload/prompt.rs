@@ -1,22 +1,1373 @@
 //! Rendering prompt segments to text or token ids (pure, deterministic).
+//!
+//! Prompts are sized in tokens, but a client cannot tokenize for every
+//! server. So text is built from a fixed vocabulary of [`VOCABULARY`]'s 1024
+//! common English words, each written with a leading space (`" the"`), each
+//! of which is a single token in the Llama-3, GPT-4 (cl100k) and GPT-4o
+//! (o200k) tokenizers, with and without the space (checked against those
+//! tokenizers when the list was made). BPE pre-tokenizers split at a space
+//! before a letter, so `n` words are `n` tokens there, not merely about `n`.
+//! Tokenizers of other families (SentencePiece Llama-2, Mistral, ...) may
+//! split some words: for real servers the request records the server's
+//! reported `usage` as the truth, and the card shows requested vs actual.
+//! The built-in simulator tokenizes text by splitting on whitespace (one word
+//! = one token), so for it requested lengths are exact.
+//!
+//! Content rules (what makes a prefix cache hit exactly where it should):
+//! - `Prefix { group }`: words from a generator seeded by the group, so the
+//!   same group renders the same bytes in every task and distinct groups
+//!   differ from their first word on (the first two words spell the group
+//!   number in base 1024), so their first KV block already differs.
+//! - `Unique { key }`: the first three words spell the low 30 bits of the key
+//!   in base 1024 (a marker), the rest come from a generator seeded by the
+//!   key; two unique segments (keys are hashes) diverge within three tokens
+//!   instead of sharing a lucky common prefix.
+//! - Rendering is concatenation: `render(a ++ b) == render(a) + render(b)`,
+//!   so a conversation's history re-sent next turn is a byte-identical
+//!   prefix of the new prompt.
+//!
+//! Token ids follow the same rules with ids in `TOKEN_ID_MIN..=TOKEN_ID_MAX`
+//! (1000..=30000: ordinary tokens in every 32k+ vocabulary, clear of the
+//! special and byte tokens at the low end).
+//!
+//! [`render_flat_text`] joins messages with one `"\n"`; that newline is one
+//! extra token per message boundary for BPE tokenizers and none for the
+//! simulator. No role markup is added: a `completions` target gets plain text.
 
-use super::{Message, Segment};
+use super::{Message, Segment, mix};
+
+/// Lowest token id [`render_token_ids`] emits.
+pub const TOKEN_ID_MIN: u32 = 1000;
+/// Highest token id [`render_token_ids`] emits.
+pub const TOKEN_ID_MAX: u32 = 30_000;
+
+/// Words of the marker that starts a unique segment (base-1024 digits of the key).
+const UNIQUE_MARKER_SYMBOLS: u32 = 3;
+/// Words of the marker that starts a shared prefix (base-1024 digits of the group).
+const PREFIX_MARKER_SYMBOLS: u32 = 2;
+/// Domain tags so `Prefix { group: 5 }` and `Unique { key: 5 }` differ.
+const PREFIX_STREAM: u64 = 0x5052_4546_4958; // "PREFIX"
+const UNIQUE_STREAM: u64 = 0x0055_4E49_5155_4500; // "UNIQUE"
 
 /// Text whose length in tokens is about `segment.tokens()` for common BPE
 /// tokenizers; the rule is documented in the module.
 pub fn render_text(segments: &[Segment]) -> String {
-    let _ = segments;
-    todo!("workload helper")
+    let tokens: usize = segments.iter().map(|s| s.tokens() as usize).sum();
+    let mut text = String::with_capacity(tokens * 7);
+    for segment in segments {
+        push_text(&mut text, segment);
+    }
+    text
 }
 
 /// Token ids for `completions` targets that accept them.
 pub fn render_token_ids(segments: &[Segment]) -> Vec<u32> {
-    let _ = segments;
-    todo!("workload helper")
+    let tokens: usize = segments.iter().map(|s| s.tokens() as usize).sum();
+    let mut ids = Vec::with_capacity(tokens);
+    let alphabet = u64::from(TOKEN_ID_MAX - TOKEN_ID_MIN + 1);
+    for segment in segments {
+        // Symbols are < alphabet ≤ 29001, so the cast cannot truncate.
+        ids.extend(Symbols::new(segment, alphabet).map(|s| TOKEN_ID_MIN + s as u32));
+    }
+    ids
 }
 
-/// All messages flattened to one text prompt (for `completions` targets).
+/// All messages flattened to one text prompt (for `completions` targets):
+/// each message's text, joined by `"\n"`.
 pub fn render_flat_text(messages: &[Message]) -> String {
-    let _ = messages;
-    todo!("workload helper")
+    let tokens: usize = messages
+        .iter()
+        .flat_map(|m| &m.segments)
+        .map(|s| s.tokens() as usize)
+        .sum();
+    let mut text = String::with_capacity(tokens * 7 + messages.len());
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        for segment in &message.segments {
+            push_text(&mut text, segment);
+        }
+    }
+    text
+}
+
+fn push_text(text: &mut String, segment: &Segment) {
+    for symbol in Symbols::new(segment, VOCABULARY.len() as u64) {
+        text.push_str(VOCABULARY[symbol as usize]);
+    }
+}
+
+/// The symbol stream of one segment: numbers in `0..alphabet`, first the
+/// marker digits of the segment's identity, then generator output.
+struct Symbols {
+    alphabet: u64,
+    remaining: u32,
+    /// Marker digits still to emit, and the number they spell.
+    marker_left: u32,
+    marker_value: u64,
+    /// SplitMix64 state: tiny, fast, and stable by definition.
+    state: u64,
+}
+
+impl Symbols {
+    fn new(segment: &Segment, alphabet: u64) -> Self {
+        let (identity, stream, marker) = match *segment {
+            Segment::Prefix { group, .. } => {
+                (u64::from(group), PREFIX_STREAM, PREFIX_MARKER_SYMBOLS)
+            }
+            Segment::Unique { key, .. } => (key, UNIQUE_STREAM, UNIQUE_MARKER_SYMBOLS),
+        };
+        Symbols {
+            alphabet,
+            remaining: segment.tokens(),
+            marker_left: marker,
+            marker_value: identity,
+            state: mix(stream, identity),
+        }
+    }
+}
+
+impl Iterator for Symbols {
+    type Item = u64;
+
+    #[inline]
+    fn next(&mut self) -> Option<u64> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        if self.marker_left > 0 {
+            self.marker_left -= 1;
+            let digit = self.marker_value % self.alphabet;
+            self.marker_value /= self.alphabet;
+            return Some(digit);
+        }
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // Multiply-high maps 64 random bits onto 0..alphabet without a division.
+        Some(((u128::from(z) * u128::from(self.alphabet)) >> 64) as u64)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining as usize, Some(self.remaining as usize))
+    }
+}
+
+/// The words prompts are made of, each with its leading space. Every entry is
+/// one token in the Llama-3, cl100k and o200k tokenizers, with or without the
+/// space; the order is fixed forever (changing it changes every prompt).
+pub const VOCABULARY: [&str; 1024] = [
+    " the",
+    " of",
+    " and",
+    " to",
+    " in",
+    " is",
+    " it",
+    " you",
+    " that",
+    " he",
+    " was",
+    " for",
+    " on",
+    " are",
+    " with",
+    " as",
+    " his",
+    " they",
+    " be",
+    " at",
+    " one",
+    " have",
+    " this",
+    " from",
+    " or",
+    " had",
+    " by",
+    " not",
+    " word",
+    " but",
+    " what",
+    " some",
+    " we",
+    " can",
+    " out",
+    " other",
+    " were",
+    " all",
+    " there",
+    " when",
+    " up",
+    " use",
+    " your",
+    " how",
+    " said",
+    " an",
+    " each",
+    " she",
+    " which",
+    " do",
+    " their",
+    " time",
+    " if",
+    " will",
+    " way",
+    " about",
+    " many",
+    " then",
+    " them",
+    " write",
+    " would",
+    " like",
+    " so",
+    " these",
+    " her",
+    " long",
+    " make",
+    " thing",
+    " see",
+    " him",
+    " two",
+    " has",
+    " look",
+    " more",
+    " day",
+    " could",
+    " go",
+    " come",
+    " did",
+    " number",
+    " sound",
+    " no",
+    " most",
+    " people",
+    " my",
+    " over",
+    " know",
+    " water",
+    " than",
+    " call",
+    " first",
+    " who",
+    " may",
+    " down",
+    " side",
+    " been",
+    " now",
+    " find",
+    " any",
+    " new",
+    " work",
+    " part",
+    " take",
+    " get",
+    " place",
+    " made",
+    " live",
+    " where",
+    " after",
+    " back",
+    " little",
+    " only",
+    " round",
+    " man",
+    " year",
+    " came",
+    " show",
+    " every",
+    " good",
+    " me",
+    " give",
+    " our",
+    " under",
+    " name",
+    " very",
+    " through",
+    " just",
+    " form",
+    " sentence",
+    " great",
+    " think",
+    " say",
+    " help",
+    " low",
+    " line",
+    " turn",
+    " cause",
+    " much",
+    " mean",
+    " before",
+    " move",
+    " right",
+    " boy",
+    " old",
+    " too",
+    " same",
+    " tell",
+    " does",
+    " set",
+    " three",
+    " want",
+    " air",
+    " well",
+    " also",
+    " play",
+    " small",
+    " end",
+    " put",
+    " home",
+    " read",
+    " hand",
+    " port",
+    " large",
+    " spell",
+    " add",
+    " even",
+    " land",
+    " here",
+    " must",
+    " big",
+    " high",
+    " such",
+    " follow",
+    " act",
+    " why",
+    " ask",
+    " men",
+    " change",
+    " went",
+    " light",
+    " kind",
+    " off",
+    " need",
+    " house",
+    " picture",
+    " try",
+    " us",
+    " again",
+    " animal",
+    " point",
+    " mother",
+    " world",
+    " near",
+    " build",
+    " self",
+    " earth",
+    " father",
+    " head",
+    " stand",
+    " own",
+    " page",
+    " should",
+    " country",
+    " found",
+    " answer",
+    " school",
+    " grow",
+    " study",
+    " still",
+    " learn",
+    " plant",
+    " cover",
+    " food",
+    " sun",
+    " four",
+    " between",
+    " state",
+    " keep",
+    " eye",
+    " never",
+    " last",
+    " let",
+    " thought",
+    " city",
+    " tree",
+    " cross",
+    " farm",
+    " hard",
+    " start",
+    " might",
+    " story",
+    " far",
+    " sea",
+    " draw",
+    " left",
+    " late",
+    " run",
+    " while",
+    " press",
+    " close",
+    " night",
+    " real",
+    " life",
+    " few",
+    " north",
+    " open",
+    " next",
+    " white",
+    " children",
+    " begin",
+    " got",
+    " walk",
+    " example",
+    " ease",
+    " paper",
+    " group",
+    " always",
+    " music",
+    " those",
+    " both",
+    " mark",
+    " often",
+    " letter",
+    " until",
+    " mile",
+    " river",
+    " car",
+    " care",
+    " second",
+    " book",
+    " carry",
+    " science",
+    " eat",
+    " room",
+    " friend",
+    " idea",
+    " fish",
+    " stop",
+    " once",
+    " base",
+    " hear",
+    " horse",
+    " cut",
+    " sure",
+    " watch",
+    " color",
+    " face",
+    " wood",
+    " main",
+    " plain",
+    " girl",
+    " usual",
+    " young",
+    " ready",
+    " above",
+    " ever",
+    " red",
+    " list",
+    " though",
+    " feel",
+    " talk",
+    " bird",
+    " soon",
+    " body",
+    " dog",
+    " family",
+    " direct",
+    " pose",
+    " leave",
+    " song",
+    " measure",
+    " door",
+    " product",
+    " black",
+    " short",
+    " class",
+    " wind",
+    " question",
+    " complete",
+    " ship",
+    " area",
+    " half",
+    " rock",
+    " order",
+    " fire",
+    " south",
+    " problem",
+    " piece",
+    " pass",
+    " since",
+    " top",
+    " whole",
+    " king",
+    " space",
+    " heard",
+    " best",
+    " hour",
+    " better",
+    " true",
+    " during",
+    " five",
+    " remember",
+    " step",
+    " early",
+    " hold",
+    " west",
+    " ground",
+    " interest",
+    " reach",
+    " fast",
+    " verb",
+    " sing",
+    " listen",
+    " six",
+    " table",
+    " travel",
+    " less",
+    " ten",
+    " simple",
+    " war",
+    " lay",
+    " against",
+    " pattern",
+    " slow",
+    " center",
+    " love",
+    " person",
+    " money",
+    " serve",
+    " appear",
+    " road",
+    " map",
+    " rain",
+    " rule",
+    " pull",
+    " cold",
+    " notice",
+    " voice",
+    " unit",
+    " power",
+    " town",
+    " fine",
+    " fly",
+    " fall",
+    " lead",
+    " cry",
+    " dark",
+    " machine",
+    " note",
+    " wait",
+    " plan",
+    " figure",
+    " star",
+    " box",
+    " noun",
+    " field",
+    " rest",
+    " correct",
+    " able",
+    " done",
+    " drive",
+    " stood",
+    " contain",
+    " front",
+    " week",
+    " final",
+    " green",
+    " oh",
+    " quick",
+    " develop",
+    " warm",
+    " free",
+    " minute",
+    " strong",
+    " special",
+    " mind",
+    " clear",
+    " tail",
+    " produce",
+    " fact",
+    " street",
+    " inch",
+    " multiply",
+    " nothing",
+    " course",
+    " stay",
+    " wheel",
+    " full",
+    " force",
+    " blue",
+    " object",
+    " surface",
+    " deep",
+    " moon",
+    " foot",
+    " system",
+    " busy",
+    " test",
+    " record",
+    " boat",
+    " common",
+    " gold",
+    " possible",
+    " plane",
+    " stead",
+    " dry",
+    " ago",
+    " ran",
+    " check",
+    " game",
+    " shape",
+    " hot",
+    " miss",
+    " heat",
+    " snow",
+    " bring",
+    " yes",
+    " fill",
+    " east",
+    " paint",
+    " language",
+    " among",
+    " grand",
+    " ball",
+    " yet",
+    " wave",
+    " drop",
+    " heart",
+    " am",
+    " present",
+    " heavy",
+    " dance",
+    " engine",
+    " position",
+    " arm",
+    " wide",
+    " material",
+    " size",
+    " vary",
+    " weight",
+    " general",
+    " ice",
+    " matter",
+    " circle",
+    " pair",
+    " include",
+    " divide",
+    " felt",
+    " perhaps",
+    " pick",
+    " count",
+    " square",
+    " reason",
+    " length",
+    " represent",
+    " art",
+    " subject",
+    " region",
+    " energy",
+    " hunt",
+    " bed",
+    " egg",
+    " ride",
+    " cell",
+    " fraction",
+    " forest",
+    " sit",
+    " race",
+    " window",
+    " store",
+    " summer",
+    " train",
+    " sleep",
+    " prove",
+    " leg",
+    " exercise",
+    " wall",
+    " catch",
+    " mount",
+    " wish",
+    " sky",
+    " board",
+    " joy",
+    " winter",
+    " sat",
+    " written",
+    " wild",
+    " instrument",
+    " glass",
+    " grass",
+    " cow",
+    " job",
+    " edge",
+    " sign",
+    " visit",
+    " past",
+    " soft",
+    " fun",
+    " bright",
+    " gas",
+    " weather",
+    " month",
+    " million",
+    " bear",
+    " finish",
+    " happy",
+    " hope",
+    " flower",
+    " gone",
+    " jump",
+    " baby",
+    " eight",
+    " meet",
+    " root",
+    " buy",
+    " raise",
+    " solve",
+    " metal",
+    " whether",
+    " push",
+    " seven",
+    " paragraph",
+    " third",
+    " shall",
+    " held",
+    " hair",
+    " describe",
+    " cook",
+    " floor",
+    " either",
+    " result",
+    " burn",
+    " hill",
+    " safe",
+    " cat",
+    " consider",
+    " type",
+    " law",
+    " bit",
+    " copy",
+    " phrase",
+    " silent",
+    " sand",
+    " roll",
+    " temperature",
+    " finger",
+    " industry",
+    " value",
+    " fight",
+    " lie",
+    " beat",
+    " natural",
+    " view",
+    " sense",
+    " ear",
+    " else",
+    " quite",
+    " case",
+    " middle",
+    " kill",
+    " son",
+    " lake",
+    " moment",
+    " scale",
+    " spring",
+    " observe",
+    " child",
+    " straight",
+    " nation",
+    " dictionary",
+    " speed",
+    " method",
+    " organ",
+    " pay",
+    " age",
+    " section",
+    " dress",
+    " cloud",
+    " quiet",
+    " stone",
+    " tiny",
+    " cool",
+    " design",
+    " lot",
+    " experiment",
+    " bottom",
+    " key",
+    " iron",
+    " single",
+    " stick",
+    " flat",
+    " skin",
+    " hole",
+    " trade",
+    " trip",
+    " office",
+    " receive",
+    " row",
+    " mouth",
+    " exact",
+    " symbol",
+    " die",
+    " least",
+    " except",
+    " seed",
+    " tone",
+    " join",
+    " suggest",
+    " clean",
+    " break",
+    " yard",
+    " rise",
+    " bad",
+    " oil",
+    " blood",
+    " touch",
+    " cent",
+    " mix",
+    " team",
+    " wire",
+    " cost",
+    " lost",
+    " brown",
+    " wear",
+    " equal",
+    " sent",
+    " choose",
+    " fell",
+    " fit",
+    " flow",
+    " fair",
+    " bank",
+    " collect",
+    " save",
+    " control",
+    " decimal",
+    " woman",
+    " practice",
+    " doctor",
+    " please",
+    " protect",
+    " whose",
+    " ring",
+    " character",
+    " caught",
+    " period",
+    " radio",
+    " atom",
+    " human",
+    " history",
+    " effect",
+    " electric",
+    " expect",
+    " crop",
+    " modern",
+    " element",
+    " hit",
+    " student",
+    " corner",
+    " party",
+    " bone",
+    " rail",
+    " provide",
+    " agree",
+    " thus",
+    " capital",
+    " chair",
+    " danger",
+    " fruit",
+    " rich",
+    " process",
+    " operate",
+    " guess",
+    " necessary",
+    " sharp",
+    " wing",
+    " create",
+    " neighbor",
+    " wash",
+    " bat",
+    " rather",
+    " corn",
+    " compare",
+    " string",
+    " bell",
+    " depend",
+    " rub",
+    " tube",
+    " stream",
+    " thin",
+    " triangle",
+    " planet",
+    " chief",
+    " clock",
+    " mine",
+    " tie",
+    " enter",
+    " major",
+    " fresh",
+    " search",
+    " send",
+    " yellow",
+    " gun",
+    " allow",
+    " print",
+    " dead",
+    " spot",
+    " current",
+    " lift",
+    " rose",
+    " continue",
+    " block",
+    " chart",
+    " hat",
+    " sell",
+    " success",
+    " company",
+    " subtract",
+    " event",
+    " deal",
+    " term",
+    " wife",
+    " spread",
+    " camp",
+    " born",
+    " nine",
+    " truck",
+    " noise",
+    " level",
+    " shop",
+    " stretch",
+    " throw",
+    " shine",
+    " property",
+    " column",
+    " select",
+    " wrong",
+    " gray",
+    " repeat",
+    " require",
+    " prepare",
+    " salt",
+    " plural",
+    " anger",
+    " claim",
+    " continent",
+    " death",
+    " pretty",
+    " skill",
+    " women",
+    " season",
+    " solution",
+    " silver",
+    " thank",
+    " branch",
+    " match",
+    " suffix",
+    " especially",
+    " fig",
+    " steel",
+    " forward",
+    " similar",
+    " guide",
+    " experience",
+    " score",
+    " apple",
+    " led",
+    " pitch",
+    " coat",
+    " mass",
+    " card",
+    " band",
+    " win",
+    " dream",
+    " condition",
+    " feed",
+    " tool",
+    " total",
+    " basic",
+    " nor",
+    " double",
+    " seat",
+    " master",
+    " track",
+    " parent",
+    " shore",
+    " division",
+    " sheet",
+    " favor",
+    " connect",
+    " post",
+    " fat",
+    " original",
+    " share",
+    " station",
+    " dad",
+    " bread",
+    " charge",
+    " proper",
+    " bar",
+    " offer",
+    " segment",
+    " slave",
+    " duck",
+    " instant",
+    " market",
+    " degree",
+    " populate",
+    " enemy",
+    " reply",
+    " drink",
+    " support",
+    " speech",
+    " nature",
+    " range",
+    " steam",
+    " motion",
+    " path",
+    " log",
+    " shell",
+    " neck",
+    " account",
+    " action",
+    " active",
+    " actor",
+    " actual",
+    " address",
+    " adult",
+    " agency",
+    " agent",
+    " alive",
+    " alone",
+    " along",
+    " already",
+    " alter",
+    " amount",
+    " analysis",
+    " angle",
+    " annual",
+    " another",
+    " anything",
+    " apply",
+    " around",
+    " article",
+    " artist",
+    " aside",
+    " asset",
+    " attack",
+    " attempt",
+    " author",
+    " avoid",
+    " award",
+    " aware",
+    " away",
+    " balance",
+    " basis",
+    " battle",
+    " behavior",
+    " bill",
+    " birth",
+    " blind",
+    " border",
+    " borrow",
+    " boss",
+    " brain",
+    " brand",
+    " brief",
+    " budget",
+    " buffer",
+    " button",
+    " camera",
+    " campaign",
+    " candidate",
+    " capacity",
+    " career",
+    " carbon",
+    " cash",
+    " catalog",
+    " category",
+    " central",
+    " chain",
+    " chapter",
+    " cheap",
+    " choice",
+    " church",
+    " civil",
+    " classic",
+    " client",
+    " coach",
+    " code",
+    " coffee",
+    " collapse",
+    " college",
+    " combine",
+    " comfort",
+    " comment",
+    " commit",
+    " community",
+    " complex",
+    " concept",
+    " concert",
+    " conduct",
+    " conference",
+    " confirm",
+    " constant",
+    " contact",
+    " content",
+    " contest",
+    " context",
+    " contract",
+    " cookie",
+    " core",
+    " county",
+    " court",
+    " craft",
+    " credit",
+    " crew",
+    " crime",
+    " culture",
+    " cup",
+    " curve",
+    " custom",
+    " cycle",
+    " daily",
+    " damage",
+    " data",
+    " date",
+    " daughter",
+    " define",
+    " delay",
+    " deliver",
+    " deny",
+    " deposit",
+    " depth",
+    " desk",
+    " detail",
+    " device",
+    " dialog",
+    " diet",
+    " direction",
+    " discount",
+    " display",
+    " distance",
+    " district",
+    " domain",
+    " draft",
+    " driver",
+    " earn",
+    " edition",
+    " editor",
+    " elect",
+    " elite",
+    " email",
+    " empty",
+    " enable",
+    " ensure",
+    " entry",
+    " episode",
+    " error",
+    " escape",
+    " essay",
+    " estate",
+    " exam",
+    " exist",
+    " expand",
+    " expert",
+    " export",
+    " extend",
+    " extra",
+    " fabric",
+    " factor",
+    " factory",
+    " failure",
+    " faith",
+    " false",
+    " fan",
+    " fault",
+    " feature",
+    " fee",
+    " female",
+    " fiber",
+    " fiction",
+    " file",
+    " film",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Role;
+    use std::collections::HashSet;
+
+    fn words(text: &str) -> Vec<&str> {
+        text.split_whitespace().collect()
+    }
+
+    #[test]
+    fn vocabulary_is_distinct_single_words_with_leading_space() {
+        let distinct: HashSet<&str> = VOCABULARY.iter().copied().collect();
+        assert_eq!(distinct.len(), VOCABULARY.len());
+        for word in VOCABULARY {
+            let bare = word.strip_prefix(' ').expect("leading space");
+            assert!(
+                !bare.is_empty() && bare.chars().all(|c| c.is_ascii_lowercase()),
+                "{word:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn text_has_exactly_the_requested_words() {
+        for tokens in [0, 1, 2, 3, 4, 17, 1000] {
+            let segments = [
+                Segment::Prefix { group: 3, tokens },
+                Segment::Unique {
+                    key: 99,
+                    tokens: tokens + 1,
+                },
+            ];
+            let text = render_text(&segments);
+            assert_eq!(words(&text).len(), (2 * tokens + 1) as usize);
+            assert_eq!(render_token_ids(&segments).len(), (2 * tokens + 1) as usize);
+        }
+    }
+
+    #[test]
+    fn rendering_is_concatenation() {
+        let a = Segment::Prefix {
+            group: 1,
+            tokens: 50,
+        };
+        let b = Segment::Unique { key: 7, tokens: 30 };
+        let c = Segment::Unique { key: 8, tokens: 20 };
+        let whole = render_text(&[a.clone(), b.clone(), c.clone()]);
+        let parts = render_text(std::slice::from_ref(&a))
+            + &render_text(std::slice::from_ref(&b))
+            + &render_text(std::slice::from_ref(&c));
+        assert_eq!(whole, parts);
+        let ids = render_token_ids(&[a.clone(), b.clone(), c.clone()]);
+        let id_parts: Vec<u32> = [a, b, c]
+            .iter()
+            .flat_map(|s| render_token_ids(std::slice::from_ref(s)))
+            .collect();
+        assert_eq!(ids, id_parts);
+    }
+
+    #[test]
+    fn longer_segment_extends_shorter_one() {
+        let short = render_text(&[Segment::Unique { key: 5, tokens: 10 }]);
+        let long = render_text(&[Segment::Unique { key: 5, tokens: 40 }]);
+        assert!(long.starts_with(&short));
+    }
+
+    #[test]
+    fn prefix_groups_are_stable_and_differ_from_the_first_word() {
+        let render = |group| render_text(&[Segment::Prefix { group, tokens: 64 }]);
+        assert_eq!(render(2), render(2));
+        let firsts: HashSet<String> = (0..16).map(|g| words(&render(g))[0].to_string()).collect();
+        assert_eq!(firsts.len(), 16, "every group starts with its own word");
+        let ids = |group| render_token_ids(&[Segment::Prefix { group, tokens: 64 }]);
+        assert_eq!(ids(4), ids(4));
+        assert_ne!(ids(4)[0], ids(5)[0]);
+    }
+
+    #[test]
+    fn unique_segments_diverge_within_the_marker() {
+        let keys: Vec<u64> = (0..2000u64).map(|i| mix(42, i)).collect();
+        let texts: Vec<String> = keys
+            .iter()
+            .map(|&key| render_text(&[Segment::Unique { key, tokens: 3 }]))
+            .collect();
+        let distinct: HashSet<&String> = texts.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            keys.len(),
+            "two unique segments share their first 3 words"
+        );
+        // The marker spells the key: consecutive keys differ in the first word.
+        let first = |key| words(&render_text(&[Segment::Unique { key, tokens: 5 }]))[0].to_string();
+        assert_ne!(first(10), first(11));
+    }
+
+    #[test]
+    fn prefix_and_unique_with_same_number_differ() {
+        let p = render_text(&[Segment::Prefix {
+            group: 5,
+            tokens: 32,
+        }]);
+        let u = render_text(&[Segment::Unique { key: 5, tokens: 32 }]);
+        assert_ne!(p, u);
+    }
+
+    #[test]
+    fn token_ids_stay_in_range_and_use_it() {
+        let ids = render_token_ids(&[Segment::Unique {
+            key: 1,
+            tokens: 50_000,
+        }]);
+        assert!(
+            ids.iter()
+                .all(|id| (TOKEN_ID_MIN..=TOKEN_ID_MAX).contains(id))
+        );
+        let lo = ids.iter().filter(|id| **id < 15_500).count() as f64 / ids.len() as f64;
+        assert!(
+            (lo - 0.5).abs() < 0.02,
+            "ids not spread over the range: {lo}"
+        );
+    }
+
+    #[test]
+    fn words_are_spread_over_the_vocabulary() {
+        let text = render_text(&[Segment::Unique {
+            key: 77,
+            tokens: 20_000,
+        }]);
+        let distinct: HashSet<&str> = words(&text).into_iter().collect();
+        assert!(
+            distinct.len() > 1000,
+            "only {} distinct words",
+            distinct.len()
+        );
+    }
+
+    #[test]
+    fn flat_text_joins_messages_with_newlines() {
+        let system = Message {
+            role: Role::System,
+            segments: vec![Segment::Prefix {
+                group: 0,
+                tokens: 4,
+            }],
+        };
+        let user = Message {
+            role: Role::User,
+            segments: vec![Segment::Unique { key: 3, tokens: 5 }],
+        };
+        let flat = render_flat_text(&[system.clone(), user.clone()]);
+        assert_eq!(
+            flat,
+            format!(
+                "{}\n{}",
+                render_text(&system.segments),
+                render_text(&user.segments)
+            )
+        );
+        assert_eq!(flat.lines().count(), 2);
+        assert_eq!(words(&flat).len(), 9);
+        assert_eq!(render_flat_text(&[]), "");
+    }
+
+    #[test]
+    fn known_rendering_is_frozen() {
+        // Changing the vocabulary or the generator changes every prompt and
+        // invalidates comparisons with older results: make that loud.
+        assert_eq!(
+            render_text(&[Segment::Prefix {
+                group: 1,
+                tokens: 3
+            }]),
+            " of the face"
+        );
+        assert_eq!(
+            render_token_ids(&[Segment::Unique {
+                key: 29_002,
+                tokens: 4
+            }]),
+            vec![1001, 1001, 1000, 14773]
+        );
+    }
 }

@@ -1,8 +1,60 @@
 //! Tasks (single calls, conversations, agent loops) from a workload and seed.
+//!
+//! Task `i` is drawn from its own generator seeded with `mix(seed, i)`, so it
+//! can be produced in any order (random access is what lets closed and open
+//! runs share the generator) and never depends on how many tasks came
+//! before. Each task chooses its shared-prefix group uniformly.
+//!
+//! Token accounting:
+//! - `input-tokens` is the whole prompt of a single request and of the first
+//!   turn / the initial agent context, *including* the shared prefix; the
+//!   unique part is `input − prefix` but at least 1 token, so a draw below
+//!   the prefix length yields `prefix + 1` tokens.
+//! - Later conversation turns add a fresh `input-tokens` draw as the new user
+//!   message (no prefix to subtract: the prefix is already in the history).
+//! - Every call's `input_tokens` is the sum of all its segments, i.e. the
+//!   exact number of words the prompt renders to.
+//! - Output lengths are drawn per call from `output-tokens`, at least 1.
+//!
+//! Conversations re-send the whole history each turn: previous user messages
+//! and *synthetic* assistant answers (unique segments as long as the planned
+//! output of that turn). Using our own answer rather than the server's keeps
+//! the task independent of what the server says, so turn k+1 re-sends
+//! byte-identical history on every target; the price is that a real server's
+//! prefix cache holds its own answer, not ours, so the cache hits up to the
+//! last user message of the history, as it would after a client edits a reply.
+//!
+//! Agent tasks keep one growing context: `[System(prefix), User(initial,
+//! growth₀, growth₁, ...)]`. Each call of step `s` sends that context plus a
+//! short instruction of its own ([`AGENT_INSTRUCTION_TOKENS`] unique tokens)
+//! appended to the user message, so parallel calls share everything but
+//! their last few tokens, and roles still alternate (some chat templates
+//! reject two user messages in a row). After each step a context-growth
+//! segment (tool results, observations) is appended.
 
-use crate::config::Workload;
+use rand::RngExt;
 
-use super::Task;
+use crate::config::{Agent, Conversation, Workload};
+
+use super::dist::{sample_count, sample_duration};
+use super::{
+    AgentStep, CallSpec, Message, Role, SeededRng, Segment, Task, TaskSpec, Turn, mix, seeded_rng,
+};
+
+/// Length of the per-call instruction that distinguishes the parallel calls
+/// of one agent step.
+pub const AGENT_INSTRUCTION_TOKENS: u32 = 16;
+
+/// Kinds of unique content, mixed into segment keys so that e.g. turn 2's
+/// user message and turn 2's answer never share a key.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    User = 1,
+    Assistant = 2,
+    AgentContext = 3,
+    AgentGrowth = 4,
+    AgentInstruction = 5,
+}
 
 /// Produces task `i` of a stream; task `i` depends only on (workload, seed, i).
 #[derive(Debug, Clone)]
@@ -13,11 +65,490 @@ pub struct TaskGenerator {
 
 impl TaskGenerator {
     pub fn new(workload: &Workload, seed: u64) -> Self {
-        TaskGenerator { workload: workload.clone(), seed }
+        TaskGenerator {
+            workload: workload.clone(),
+            seed,
+        }
     }
 
     pub fn task(&self, index: u64) -> Task {
-        let _ = (&self.workload, self.seed, index);
-        todo!("workload helper")
+        let task_seed = mix(self.seed, index);
+        let mut draw = Draw {
+            rng: seeded_rng(task_seed),
+            task_seed,
+            workload: &self.workload,
+        };
+        let prefix = draw.prefix();
+        let spec = if let Some(agent) = &self.workload.agent {
+            draw.agent(agent, prefix)
+        } else if let Some(conversation) = &self.workload.conversation {
+            draw.conversation(conversation, prefix)
+        } else {
+            draw.single(prefix)
+        };
+        Task { index, spec }
+    }
+}
+
+/// The random state of one task being drawn.
+struct Draw<'a> {
+    rng: SeededRng,
+    task_seed: u64,
+    workload: &'a Workload,
+}
+
+impl Draw<'_> {
+    /// This task's shared prefix, if the workload has one.
+    fn prefix(&mut self) -> Option<Segment> {
+        let shared = self.workload.shared_prefix.as_ref()?;
+        let group = self.rng.random_range(0..shared.groups.max(1));
+        Some(Segment::Prefix {
+            group,
+            tokens: shared.tokens,
+        })
+    }
+
+    fn key(&self, part: Part, a: u32, b: u32) -> u64 {
+        mix(
+            mix(self.task_seed, part as u64),
+            (u64::from(a) << 32) | u64::from(b),
+        )
+    }
+
+    fn unique(&self, part: Part, a: u32, b: u32, tokens: u32) -> Segment {
+        Segment::Unique {
+            key: self.key(part, a, b),
+            tokens,
+        }
+    }
+
+    /// Unique tokens of a first prompt whose `input-tokens` includes the prefix.
+    fn first_prompt_tokens(&mut self, prefix: &Option<Segment>) -> u32 {
+        let input = sample_count(&self.workload.input_tokens, &mut self.rng);
+        let prefix_tokens = prefix.as_ref().map_or(0, Segment::tokens);
+        input.saturating_sub(prefix_tokens).max(1)
+    }
+
+    fn output_tokens(&mut self) -> u32 {
+        sample_count(&self.workload.output_tokens, &mut self.rng).max(1)
+    }
+
+    fn single(&mut self, prefix: Option<Segment>) -> TaskSpec {
+        let user_tokens = self.first_prompt_tokens(&prefix);
+        let mut messages = system_message(prefix);
+        messages.push(Message {
+            role: Role::User,
+            segments: vec![self.unique(Part::User, 0, 0, user_tokens)],
+        });
+        TaskSpec::Single(call(messages, self.output_tokens()))
+    }
+
+    fn conversation(&mut self, conversation: &Conversation, prefix: Option<Segment>) -> TaskSpec {
+        let turn_count = sample_count(&conversation.turns, &mut self.rng).max(1);
+        let mut history = system_message(prefix.clone());
+        let mut turns = Vec::with_capacity(turn_count as usize);
+        for turn in 0..turn_count {
+            let think_time_before = if turn == 0 {
+                std::time::Duration::ZERO
+            } else {
+                sample_duration(&conversation.think_time, &mut self.rng)
+            };
+            let user_tokens = if turn == 0 {
+                self.first_prompt_tokens(&prefix)
+            } else {
+                sample_count(&self.workload.input_tokens, &mut self.rng).max(1)
+            };
+            let output_tokens = self.output_tokens();
+            history.push(Message {
+                role: Role::User,
+                segments: vec![self.unique(Part::User, turn, 0, user_tokens)],
+            });
+            turns.push(Turn {
+                think_time_before,
+                call: call(history.clone(), output_tokens),
+            });
+            // The planned answer joins the history the next turn re-sends.
+            history.push(Message {
+                role: Role::Assistant,
+                segments: vec![self.unique(Part::Assistant, turn, 0, output_tokens)],
+            });
+        }
+        TaskSpec::Conversation { turns }
+    }
+
+    fn agent(&mut self, agent: &Agent, prefix: Option<Segment>) -> TaskSpec {
+        let step_count = sample_count(&agent.steps, &mut self.rng).max(1);
+        let initial_tokens = self.first_prompt_tokens(&prefix);
+        let system = system_message(prefix);
+        let mut context = vec![self.unique(Part::AgentContext, 0, 0, initial_tokens)];
+        let mut steps = Vec::with_capacity(step_count as usize);
+        for step in 0..step_count {
+            let fan_out = sample_count(&agent.fan_out, &mut self.rng).max(1);
+            let mut calls = Vec::with_capacity(fan_out as usize);
+            for call_index in 0..fan_out {
+                let mut segments = Vec::with_capacity(context.len() + 1);
+                segments.extend_from_slice(&context);
+                segments.push(self.unique(
+                    Part::AgentInstruction,
+                    step,
+                    call_index,
+                    AGENT_INSTRUCTION_TOKENS,
+                ));
+                let mut messages = system.clone();
+                messages.push(Message {
+                    role: Role::User,
+                    segments,
+                });
+                let output_tokens = self.output_tokens();
+                calls.push(call(messages, output_tokens));
+            }
+            let last = step + 1 == step_count;
+            let tool_time_after = if last {
+                std::time::Duration::ZERO
+            } else {
+                sample_duration(&agent.tool_time, &mut self.rng)
+            };
+            if !last {
+                let growth = sample_count(&agent.context_growth, &mut self.rng);
+                if growth > 0 {
+                    context.push(self.unique(Part::AgentGrowth, step, 0, growth));
+                }
+            }
+            steps.push(AgentStep {
+                calls,
+                tool_time_after,
+            });
+        }
+        TaskSpec::Agent { steps }
+    }
+}
+
+fn system_message(prefix: Option<Segment>) -> Vec<Message> {
+    prefix
+        .map(|p| Message {
+            role: Role::System,
+            segments: vec![p],
+        })
+        .into_iter()
+        .collect()
+}
+
+fn call(messages: Vec<Message>, output_tokens: u32) -> CallSpec {
+    let input_tokens = messages
+        .iter()
+        .flat_map(|m| &m.segments)
+        .fold(0u32, |sum, s| sum.saturating_add(s.tokens()));
+    CallSpec {
+        messages,
+        input_tokens,
+        output_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Dist, DistKind, SharedPrefix};
+    use crate::workload::prompt::render_text;
+    use std::time::Duration;
+
+    fn uniform(min: f64, max: f64) -> Dist {
+        Dist {
+            kind: DistKind::Uniform { min, max },
+            min: None,
+            max: None,
+        }
+    }
+
+    fn single_workload() -> Workload {
+        Workload {
+            name: "chat".into(),
+            span: None,
+            input_tokens: Dist {
+                kind: DistKind::LogNormal {
+                    median: 600.0,
+                    sigma: 0.6,
+                },
+                min: Some(16.0),
+                max: Some(8192.0),
+            },
+            output_tokens: uniform(50.0, 300.0),
+            shared_prefix: Some(SharedPrefix {
+                tokens: 400,
+                groups: 4,
+            }),
+            conversation: None,
+            agent: None,
+        }
+    }
+
+    fn conversation_workload() -> Workload {
+        Workload {
+            conversation: Some(Conversation {
+                turns: uniform(2.0, 6.0),
+                think_time: Dist::fixed(4.0),
+            }),
+            ..single_workload()
+        }
+    }
+
+    fn agent_workload() -> Workload {
+        Workload {
+            input_tokens: Dist::fixed(3000.0),
+            agent: Some(Agent {
+                steps: uniform(3.0, 12.0),
+                fan_out: uniform(1.0, 4.0),
+                tool_time: Dist::fixed(0.6),
+                context_growth: uniform(200.0, 2000.0),
+            }),
+            ..single_workload()
+        }
+    }
+
+    fn single_call(task: &Task) -> &CallSpec {
+        match &task.spec {
+            TaskSpec::Single(call) => call,
+            other => panic!("expected a single call, got {other:?}"),
+        }
+    }
+
+    fn segment_sum(call: &CallSpec) -> u32 {
+        call.messages
+            .iter()
+            .flat_map(|m| &m.segments)
+            .map(Segment::tokens)
+            .sum()
+    }
+
+    #[test]
+    fn same_seed_same_task_other_index_or_seed_differs() {
+        for workload in [single_workload(), conversation_workload(), agent_workload()] {
+            let a = TaskGenerator::new(&workload, 7);
+            let b = TaskGenerator::new(&workload, 7);
+            let c = TaskGenerator::new(&workload, 8);
+            assert_eq!(a.task(17), b.task(17));
+            assert_ne!(a.task(17).spec, a.task(18).spec);
+            assert_ne!(a.task(17).spec, c.task(17).spec);
+            assert_eq!(a.task(17).index, 17);
+        }
+    }
+
+    #[test]
+    fn random_access_does_not_depend_on_order() {
+        let generator = TaskGenerator::new(&conversation_workload(), 3);
+        let later_first = generator.task(40);
+        for i in 0..40 {
+            generator.task(i);
+        }
+        assert_eq!(generator.task(40), later_first);
+    }
+
+    #[test]
+    fn single_call_includes_prefix_in_input_tokens() {
+        let workload = Workload {
+            input_tokens: Dist::fixed(1000.0),
+            ..single_workload()
+        };
+        let call = single_call(&TaskGenerator::new(&workload, 1).task(0)).clone();
+        assert_eq!(call.input_tokens, 1000);
+        assert_eq!(segment_sum(&call), 1000);
+        assert_eq!(call.messages.len(), 2);
+        assert_eq!(call.messages[0].role, Role::System);
+        assert!(matches!(
+            call.messages[0].segments[0],
+            Segment::Prefix { tokens: 400, .. }
+        ));
+        assert_eq!(call.messages[1].role, Role::User);
+        assert_eq!(call.messages[1].segments[0].tokens(), 600);
+        assert!((50..=300).contains(&call.output_tokens));
+    }
+
+    #[test]
+    fn input_shorter_than_prefix_keeps_one_unique_token() {
+        let workload = Workload {
+            input_tokens: Dist::fixed(100.0),
+            ..single_workload()
+        };
+        let call = single_call(&TaskGenerator::new(&workload, 1).task(0)).clone();
+        assert_eq!(call.input_tokens, 401);
+    }
+
+    #[test]
+    fn without_prefix_there_is_no_system_message() {
+        let workload = Workload {
+            shared_prefix: None,
+            input_tokens: Dist::fixed(0.0),
+            output_tokens: Dist::fixed(0.0),
+            ..single_workload()
+        };
+        let call = single_call(&TaskGenerator::new(&workload, 1).task(0)).clone();
+        assert_eq!(call.messages.len(), 1);
+        assert_eq!(call.messages[0].role, Role::User);
+        assert_eq!(call.input_tokens, 1, "at least one prompt token");
+        assert_eq!(call.output_tokens, 1, "at least one output token");
+    }
+
+    #[test]
+    fn prefix_groups_are_shared_within_and_distinct_across() {
+        let generator = TaskGenerator::new(&single_workload(), 11);
+        let mut by_group: std::collections::HashMap<u32, Vec<String>> = Default::default();
+        for i in 0..200 {
+            let call = single_call(&generator.task(i)).clone();
+            let Segment::Prefix { group, .. } = call.messages[0].segments[0] else {
+                panic!("no prefix");
+            };
+            by_group
+                .entry(group)
+                .or_default()
+                .push(render_text(&call.messages[0].segments));
+        }
+        assert_eq!(by_group.len(), 4, "all four groups are used");
+        for texts in by_group.values() {
+            assert!(texts.len() > 20, "groups chosen roughly uniformly");
+            assert!(texts.iter().all(|t| t == &texts[0]));
+        }
+        let firsts: std::collections::HashSet<&String> =
+            by_group.values().map(|texts| &texts[0]).collect();
+        assert_eq!(firsts.len(), 4);
+    }
+
+    #[test]
+    fn unique_parts_differ_across_tasks() {
+        let generator = TaskGenerator::new(&single_workload(), 11);
+        let a = single_call(&generator.task(0)).messages[1].clone();
+        let b = single_call(&generator.task(1)).messages[1].clone();
+        let first_words = |m: &Message| {
+            render_text(&m.segments)
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_ne!(first_words(&a), first_words(&b));
+    }
+
+    #[test]
+    fn conversation_resends_identical_history() {
+        let generator = TaskGenerator::new(&conversation_workload(), 5);
+        let mut checked_turns = 0;
+        for i in 0..20 {
+            let TaskSpec::Conversation { turns } = generator.task(i).spec else {
+                panic!("expected a conversation");
+            };
+            assert!((2..=6).contains(&turns.len()));
+            assert_eq!(turns[0].think_time_before, Duration::ZERO);
+            for pair in turns.windows(2) {
+                let (prev, next) = (&pair[0].call, &pair[1].call);
+                assert_eq!(pair[1].think_time_before, Duration::from_secs(4));
+                // History = previous prompt + its planned answer + a new user message.
+                assert_eq!(next.messages.len(), prev.messages.len() + 2);
+                assert_eq!(next.messages[..prev.messages.len()], prev.messages[..]);
+                let answer = &next.messages[prev.messages.len()];
+                assert_eq!(answer.role, Role::Assistant);
+                assert_eq!(answer.segments[0].tokens(), prev.output_tokens);
+                assert_eq!(next.messages.last().map(|m| m.role), Some(Role::User));
+                // Rendered bytes of the history are a prefix too.
+                let prev_text: String = prev
+                    .messages
+                    .iter()
+                    .map(|m| render_text(&m.segments))
+                    .collect();
+                let next_text: String = next
+                    .messages
+                    .iter()
+                    .map(|m| render_text(&m.segments))
+                    .collect();
+                assert!(next_text.starts_with(&prev_text));
+                assert_eq!(next.input_tokens, segment_sum(next));
+                assert!(next.input_tokens > prev.input_tokens + prev.output_tokens);
+                checked_turns += 1;
+            }
+        }
+        assert!(checked_turns > 20);
+    }
+
+    #[test]
+    fn conversation_with_single_turn_is_one_call() {
+        let workload = Workload {
+            conversation: Some(Conversation {
+                turns: Dist::fixed(0.0),
+                think_time: Dist::fixed(4.0),
+            }),
+            ..single_workload()
+        };
+        let task = TaskGenerator::new(&workload, 1).task(0);
+        assert_eq!(task.spec.calls(), 1, "turns are at least 1");
+    }
+
+    #[test]
+    fn agent_context_grows_and_calls_fan_out() {
+        let generator = TaskGenerator::new(&agent_workload(), 9);
+        for i in 0..20 {
+            let TaskSpec::Agent { steps } = generator.task(i).spec else {
+                panic!("expected an agent task");
+            };
+            assert!((3..=12).contains(&steps.len()));
+            assert_eq!(
+                steps.last().map(|s| s.tool_time_after),
+                Some(Duration::ZERO)
+            );
+            for step in &steps[..steps.len() - 1] {
+                assert_eq!(step.tool_time_after, Duration::from_secs_f64(0.6));
+            }
+            let mut previous_context: Option<Vec<Segment>> = None;
+            for step in &steps {
+                assert!((1..=4).contains(&step.calls.len()));
+                // Calls of a step share the context and differ in their instruction.
+                let context_of = |c: &CallSpec| {
+                    let user = &c.messages[1].segments;
+                    (
+                        user[..user.len() - 1].to_vec(),
+                        user[user.len() - 1].clone(),
+                    )
+                };
+                let (context, _) = context_of(&step.calls[0]);
+                let mut instructions = std::collections::HashSet::new();
+                for c in &step.calls {
+                    let (ctx, instruction) = context_of(c);
+                    assert_eq!(ctx, context);
+                    assert_eq!(instruction.tokens(), AGENT_INSTRUCTION_TOKENS);
+                    assert!(instructions.insert(instruction));
+                    assert_eq!(c.messages[0].role, Role::System);
+                    assert_eq!(c.input_tokens, segment_sum(c));
+                    assert!(c.output_tokens >= 1);
+                }
+                if let Some(prev) = &previous_context {
+                    // One growth segment of 200..=2000 tokens appended.
+                    assert_eq!(context.len(), prev.len() + 1);
+                    assert_eq!(context[..prev.len()], prev[..]);
+                    assert!((200..=2000).contains(&context[prev.len()].tokens()));
+                } else {
+                    assert_eq!(context.len(), 1);
+                    assert_eq!(context[0].tokens(), 2600, "3000 input − 400 prefix");
+                }
+                previous_context = Some(context);
+            }
+        }
+    }
+
+    #[test]
+    fn agent_calls_counted() {
+        let workload = Workload {
+            agent: Some(Agent {
+                steps: Dist::fixed(3.0),
+                fan_out: Dist::fixed(2.0),
+                tool_time: Dist::fixed(1.0),
+                context_growth: Dist::fixed(100.0),
+            }),
+            ..single_workload()
+        };
+        let task = TaskGenerator::new(&workload, 1).task(0);
+        assert_eq!(task.spec.calls(), 6);
+        let TaskSpec::Agent { steps } = task.spec else {
+            panic!("agent")
+        };
+        let inputs: Vec<u32> = steps.iter().map(|s| s.calls[0].input_tokens).collect();
+        let base = steps[0].calls[0].input_tokens;
+        assert_eq!(inputs, vec![base, base + 100, base + 200]);
     }
 }

@@ -1,0 +1,226 @@
+//! Wall-time estimate of a plan: how long a user will wait, before any run.
+//!
+//! Runs execute one after another, so a plan's time is the sum of its runs'.
+//! A run takes `warmup + measured time + DRAIN_ALLOWANCE`:
+//! - a `duration` stop measures exactly that long;
+//! - a `requests N` stop depends on how fast the target answers, which is
+//!   what the experiment is there to find out. The estimate assumes every
+//!   call takes `ASSUMED_CALL_OVERHEAD_S + output tokens × ASSUMED_S_PER_OUTPUT_TOKEN`
+//!   (0.5 s + 30 ms per token, a loaded mid-size model) and takes the shape
+//!   of the workload (calls per task, think/tool pauses) from the first
+//!   [`PROFILE_TASKS`] tasks of its stream. Closed loop at `c`: `c` tasks in
+//!   flight; open loop at `λ`: `λ × calls per task` calls per second.
+//! - the drain allowance covers the calls still in flight when the
+//!   measurement window closes; a fixed 2 s because their length is unknown
+//!   until measured.
+//!
+//! A Cr_open search is counted at its upper bound of runs (see
+//! [`super::search_max_runs`]); with `requests N` stops its runs are costed
+//! at the geometric mean of the search bounds.
+
+use std::time::Duration;
+
+use crate::config::{StopRule, Workload};
+use crate::workload::{TaskGenerator, TaskSpec};
+
+use super::{Load, RunPlan};
+
+/// Time allowed per run for in-flight calls to finish after the measured window.
+pub const DRAIN_ALLOWANCE: Duration = Duration::from_secs(2);
+/// Assumed fixed part of one call (queueing, prefill), for `requests` stops.
+pub const ASSUMED_CALL_OVERHEAD_S: f64 = 0.5;
+/// Assumed decode time per output token, for `requests` stops.
+pub const ASSUMED_S_PER_OUTPUT_TOKEN: f64 = 0.03;
+/// Tasks drawn to learn a workload's shape.
+pub const PROFILE_TASKS: u64 = 256;
+
+/// The average shape of a workload's tasks, as the estimate needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadProfile {
+    pub calls_per_task: f64,
+    /// Calls that run one after another (turns, agent steps).
+    pub sequential_calls_per_task: f64,
+    pub output_tokens_per_call: f64,
+    /// Think and tool time per task, in seconds.
+    pub pause_s_per_task: f64,
+}
+
+impl WorkloadProfile {
+    /// Averages over the first [`PROFILE_TASKS`] tasks of the stream `seed`.
+    pub fn of(workload: &Workload, seed: u64) -> Self {
+        let generator = TaskGenerator::new(workload, seed);
+        let (mut calls, mut sequential, mut output, mut pause_s) = (0usize, 0usize, 0u64, 0.0);
+        for index in 0..PROFILE_TASKS {
+            let task = generator.task(index);
+            calls += task.spec.calls();
+            match &task.spec {
+                TaskSpec::Single(call) => {
+                    sequential += 1;
+                    output += u64::from(call.output_tokens);
+                }
+                TaskSpec::Conversation { turns } => {
+                    sequential += turns.len();
+                    for turn in turns {
+                        output += u64::from(turn.call.output_tokens);
+                        pause_s += turn.think_time_before.as_secs_f64();
+                    }
+                }
+                TaskSpec::Agent { steps } => {
+                    sequential += steps.len();
+                    for step in steps {
+                        output += step
+                            .calls
+                            .iter()
+                            .map(|c| u64::from(c.output_tokens))
+                            .sum::<u64>();
+                        pause_s += step.tool_time_after.as_secs_f64();
+                    }
+                }
+            }
+        }
+        let tasks = PROFILE_TASKS as f64;
+        WorkloadProfile {
+            calls_per_task: calls as f64 / tasks,
+            sequential_calls_per_task: sequential as f64 / tasks,
+            output_tokens_per_call: output as f64 / calls.max(1) as f64,
+            pause_s_per_task: pause_s / tasks,
+        }
+    }
+
+    /// Assumed duration of one call, in seconds.
+    pub fn call_s(&self) -> f64 {
+        ASSUMED_CALL_OVERHEAD_S + self.output_tokens_per_call * ASSUMED_S_PER_OUTPUT_TOKEN
+    }
+
+    /// Assumed duration of one task (sequential calls plus pauses), in seconds.
+    pub fn task_s(&self) -> f64 {
+        self.sequential_calls_per_task * self.call_s() + self.pause_s_per_task
+    }
+}
+
+/// Estimated wall time of one run, in seconds (warmup + measured + drain).
+pub fn run_s(run: &RunPlan, profile: &WorkloadProfile) -> f64 {
+    run.warmup.as_secs_f64()
+        + measured_s(run.stop, &run.load, profile)
+        + DRAIN_ALLOWANCE.as_secs_f64()
+}
+
+/// Time the measured window lasts, in seconds.
+pub fn measured_s(stop: StopRule, load: &Load, profile: &WorkloadProfile) -> f64 {
+    let requests = match stop {
+        StopRule::Duration(duration) => return duration.as_secs_f64(),
+        StopRule::Requests(requests) => requests as f64,
+    };
+    let calls_per_s = match *load {
+        Load::Concurrency { concurrency } => {
+            f64::from(concurrency.max(1)) * profile.calls_per_task / profile.task_s()
+        }
+        Load::Rate { rate, .. } => rate.0 * profile.calls_per_task,
+    };
+    // A non-positive rate is rejected by the config; it would never finish.
+    if calls_per_s.is_finite() && calls_per_s > 0.0 {
+        requests / calls_per_s
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Agent, Arrival, Conversation, Dist, RatePerS};
+    use crate::plan::Mode;
+
+    fn workload() -> Workload {
+        Workload {
+            name: "w".into(),
+            span: None,
+            input_tokens: Dist::fixed(100.0),
+            output_tokens: Dist::fixed(100.0),
+            shared_prefix: None,
+            conversation: None,
+            agent: None,
+        }
+    }
+
+    fn run(load: Load, stop: StopRule) -> RunPlan {
+        RunPlan {
+            id: "r".into(),
+            target: "t".into(),
+            workload: "w".into(),
+            mode: Mode::Closed,
+            load,
+            warmup: Duration::from_secs(10),
+            stop,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn profile_of_fixed_shapes() {
+        let single = WorkloadProfile::of(&workload(), 1);
+        assert_eq!(single.calls_per_task, 1.0);
+        assert_eq!(single.output_tokens_per_call, 100.0);
+        assert_eq!(single.pause_s_per_task, 0.0);
+        assert!((single.call_s() - 3.5).abs() < 1e-9);
+
+        let conversation = Workload {
+            conversation: Some(Conversation {
+                turns: Dist::fixed(3.0),
+                think_time: Dist::fixed(2.0),
+            }),
+            ..workload()
+        };
+        let p = WorkloadProfile::of(&conversation, 1);
+        assert_eq!((p.calls_per_task, p.sequential_calls_per_task), (3.0, 3.0));
+        assert_eq!(p.pause_s_per_task, 4.0, "two think times per three turns");
+        assert!((p.task_s() - (3.0 * 3.5 + 4.0)).abs() < 1e-9);
+
+        let agent = Workload {
+            agent: Some(Agent {
+                steps: Dist::fixed(4.0),
+                fan_out: Dist::fixed(3.0),
+                tool_time: Dist::fixed(1.0),
+                context_growth: Dist::fixed(10.0),
+            }),
+            ..workload()
+        };
+        let p = WorkloadProfile::of(&agent, 1);
+        assert_eq!((p.calls_per_task, p.sequential_calls_per_task), (12.0, 4.0));
+        assert_eq!(p.pause_s_per_task, 3.0);
+    }
+
+    #[test]
+    fn duration_stop_is_warmup_plus_duration_plus_drain() {
+        let profile = WorkloadProfile::of(&workload(), 1);
+        let r = run(
+            Load::Concurrency { concurrency: 8 },
+            StopRule::Duration(Duration::from_secs(60)),
+        );
+        assert_eq!(run_s(&r, &profile), 72.0);
+    }
+
+    #[test]
+    fn requests_stop_closed_and_open() {
+        let profile = WorkloadProfile::of(&workload(), 1); // 3.5 s per call
+        let closed = run(
+            Load::Concurrency { concurrency: 7 },
+            StopRule::Requests(100),
+        );
+        // 7 in flight, 3.5 s each → 2 calls/s → 50 s.
+        assert!((measured_s(closed.stop, &closed.load, &profile) - 50.0).abs() < 1e-9);
+        let open = run(
+            Load::Rate {
+                rate: RatePerS(4.0),
+                arrival: Arrival::Poisson,
+            },
+            StopRule::Requests(100),
+        );
+        assert!((measured_s(open.stop, &open.load, &profile) - 25.0).abs() < 1e-9);
+        let zero = Load::Rate {
+            rate: RatePerS(0.0),
+            arrival: Arrival::Poisson,
+        };
+        assert_eq!(measured_s(StopRule::Requests(100), &zero, &profile), 0.0);
+    }
+}

@@ -1,0 +1,388 @@
+//! The readable `capcard plan` output: what will run, under which SLOs, and
+//! how long the user will wait. Plain text with aligned columns and no
+//! colours, so it reads the same in a terminal, a CI log and a pasted issue.
+
+use std::fmt::Write as _;
+
+use crate::config::{ArrivalUnit, Experiment, Fraction, LatencyMetric, Slo, SloClause, StopRule};
+
+use super::estimate::{
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WorkloadProfile, run_s,
+};
+use super::{CardPlan, Load, OpenPlan, Plan, RunPlan, workload_seed};
+
+/// The plan as a table: per card a header, the closed sweep, the open runs
+/// and the SLOs, then the totals and the assumptions behind the estimate.
+pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
+    let mut out = String::new();
+    let closed_runs: usize = plan.cards.iter().map(|c| c.closed.len()).sum();
+    let (open_runs, open_is_bound) = plan.cards.iter().fold((0u64, false), |(n, bound), c| {
+        let (runs, is_bound) = open_run_count(c);
+        (n + runs, bound || is_bound)
+    });
+    let _ = writeln!(
+        out,
+        "experiment \"{}\"  seed {}",
+        plan.experiment, plan.seed
+    );
+    if let Some(description) = &experiment.description {
+        let _ = writeln!(out, "{description}");
+    }
+
+    // Run rows of every card share one set of column widths.
+    let rows: Vec<Vec<[String; 4]>> = plan
+        .cards
+        .iter()
+        .map(|card| run_rows(card, experiment))
+        .collect();
+    let mut widths = [0usize; 3];
+    for row in rows.iter().flatten() {
+        for (width, cell) in widths.iter_mut().zip(row.iter()) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let slo_width = plan
+        .cards
+        .iter()
+        .flat_map(|c| &c.slos)
+        .map(|name| name.chars().count())
+        .max()
+        .unwrap_or(0);
+
+    for (card, rows) in plan.cards.iter().zip(&rows) {
+        let bound = if open_run_count(card).1 { "≤ " } else { "" };
+        let _ = writeln!(
+            out,
+            "\n{} × {}  (est. {bound}{})",
+            card.target,
+            card.workload,
+            human_duration(card.estimated_wall_time_s)
+        );
+        for row in rows {
+            let mut line = String::from("  ");
+            for (i, cell) in row.iter().enumerate() {
+                if i < 3 {
+                    // Runs and time are numbers: right-align them.
+                    let pad = widths[i].saturating_sub(cell.chars().count());
+                    if i == 0 {
+                        line.push_str(cell);
+                        line.push_str(&" ".repeat(pad));
+                    } else {
+                        line.push_str(&" ".repeat(pad));
+                        line.push_str(cell);
+                    }
+                    line.push_str("  ");
+                } else {
+                    line.push_str(cell);
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let label_width = widths[0];
+        if card.slos.is_empty() {
+            let reason = if matches!(card.open, OpenPlan::None) {
+                "none (no open runs)"
+            } else {
+                "none defined (open runs are measured, no Cr_open is searched)"
+            };
+            let _ = writeln!(out, "  {:label_width$}  {reason}", "slos");
+        }
+        for (i, name) in card.slos.iter().enumerate() {
+            let label = if i == 0 { "slos" } else { "" };
+            let clauses = experiment
+                .slo(name)
+                .map_or_else(|| "(not defined)".to_string(), slo_clauses);
+            let _ = writeln!(out, "  {label:label_width$}  {name:slo_width$}  {clauses}");
+        }
+    }
+
+    let bound = if open_is_bound { "≤ " } else { "" };
+    let open_label = if open_is_bound {
+        format!("up to {open_runs}")
+    } else {
+        open_runs.to_string()
+    };
+    let _ = writeln!(
+        out,
+        "\n{} cards ({} targets × {} workloads), {closed_runs} closed runs, {open_label} open runs",
+        plan.cards.len(),
+        experiment.targets.len(),
+        experiment.workloads.len(),
+    );
+    let _ = writeln!(
+        out,
+        "estimated wall time {bound}{} (runs in sequence; {} drain allowance per run{})",
+        human_duration(plan.estimated_wall_time_s),
+        human_duration(DRAIN_ALLOWANCE.as_secs_f64()),
+        if open_is_bound {
+            "; searches at their maximum number of runs"
+        } else {
+            ""
+        },
+    );
+    if has_requests_stop(plan) {
+        let _ = writeln!(
+            out,
+            "`requests` stops assume {} + {}ms per output token per call",
+            human_duration(ASSUMED_CALL_OVERHEAD_S),
+            ASSUMED_S_PER_OUTPUT_TOKEN * 1000.0,
+        );
+    }
+    out
+}
+
+/// Rows `[label, runs, time, what]` of one card.
+fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
+    let unit = match experiment.workload(&card.workload).map(|w| w.unit()) {
+        Some(ArrivalUnit::Conversation) => "conversations/s",
+        Some(ArrivalUnit::AgentTask) => "tasks/s",
+        Some(ArrivalUnit::Request) | None => "req/s",
+    };
+    let mut rows = Vec::new();
+    match (card.closed.first(), experiment.closed.as_ref()) {
+        (Some(first), Some(_)) => {
+            let levels: Vec<String> = card
+                .closed
+                .iter()
+                .filter_map(|r| match r.load {
+                    Load::Concurrency { concurrency } => Some(concurrency.to_string()),
+                    Load::Rate { .. } => None,
+                })
+                .collect();
+            rows.push([
+                "closed".into(),
+                runs_label(card.closed.len() as u64, false),
+                human_duration(closed_time_s(card, experiment)),
+                format!("concurrency {}", levels.join(" ")),
+            ]);
+            rows.push(["".into(), "".into(), "".into(), per_run(first, "level")]);
+        }
+        _ => rows.push([
+            "closed".into(),
+            "—".into(),
+            "".into(),
+            "no closed sweep".into(),
+        ]),
+    }
+    let open_s = card.estimated_wall_time_s - closed_time_s(card, experiment);
+    match &card.open {
+        OpenPlan::None => {
+            rows.push(["open".into(), "—".into(), "".into(), "no open runs".into()]);
+        }
+        OpenPlan::Grid { runs } => {
+            let rates: Vec<String> = runs
+                .iter()
+                .filter_map(|r| match r.load {
+                    Load::Rate { rate, .. } => Some(trim_number(rate.0, 3)),
+                    Load::Concurrency { .. } => None,
+                })
+                .collect();
+            let arrival = runs.first().map_or_else(String::new, |r| match r.load {
+                Load::Rate { arrival, .. } => format!(", {}", arrival.label()),
+                Load::Concurrency { .. } => String::new(),
+            });
+            rows.push([
+                "open".into(),
+                runs_label(runs.len() as u64, false),
+                human_duration(open_s),
+                format!("rates {} {unit}{arrival}", rates.join(" ")),
+            ]);
+            if let Some(first) = runs.first() {
+                rows.push(["".into(), "".into(), "".into(), per_run(first, "rate")]);
+            }
+        }
+        OpenPlan::Search {
+            arrival,
+            min,
+            max,
+            precision,
+            max_runs,
+            template,
+        } => {
+            rows.push([
+                "open".into(),
+                runs_label(u64::from(*max_runs), true),
+                format!("≤ {}", human_duration(open_s)),
+                format!(
+                    "search {}–{} {unit}, {}, precision {}",
+                    trim_number(min.0, 3),
+                    trim_number(max.0, 3),
+                    arrival.label(),
+                    percent(*precision)
+                ),
+            ]);
+            rows.push(["".into(), "".into(), "".into(), per_run(template, "rate")]);
+        }
+    }
+    rows
+}
+
+/// The closed sweep's share of the card's estimate (the plan stores one
+/// estimate per card; the split is only for display).
+fn closed_time_s(card: &CardPlan, experiment: &Experiment) -> f64 {
+    let Some(workload) = experiment.workload(&card.workload) else {
+        return 0.0;
+    };
+    let profile = WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name));
+    card.closed.iter().map(|r| run_s(r, &profile)).sum()
+}
+
+fn runs_label(count: u64, is_bound: bool) -> String {
+    let plural = if count == 1 { "run" } else { "runs" };
+    if is_bound {
+        format!("≤ {count} {plural}")
+    } else {
+        format!("{count} {plural}")
+    }
+}
+
+/// `(count, is an upper bound)` of the open runs of a card.
+fn open_run_count(card: &CardPlan) -> (u64, bool) {
+    match &card.open {
+        OpenPlan::None => (0, false),
+        OpenPlan::Grid { runs } => (runs.len() as u64, false),
+        OpenPlan::Search { max_runs, .. } => (u64::from(*max_runs), true),
+    }
+}
+
+fn has_requests_stop(plan: &Plan) -> bool {
+    plan.cards.iter().any(|card| {
+        let open_stop = match &card.open {
+            OpenPlan::None => None,
+            OpenPlan::Grid { runs } => runs.first().map(|r| r.stop),
+            OpenPlan::Search { template, .. } => Some(template.stop),
+        };
+        card.closed
+            .iter()
+            .map(|r| r.stop)
+            .chain(open_stop)
+            .any(|s| matches!(s, StopRule::Requests(_)))
+    })
+}
+
+/// `warmup 10s + 1m per level` / `warmup 10s + 400 requests per rate`.
+fn per_run(run: &RunPlan, what: &str) -> String {
+    let measured = match run.stop {
+        StopRule::Duration(d) => human_duration(d.as_secs_f64()),
+        StopRule::Requests(n) => format!("{n} requests"),
+    };
+    format!(
+        "warmup {} + {measured} per {what}",
+        human_duration(run.warmup.as_secs_f64())
+    )
+}
+
+/// `ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%`: clauses of one
+/// metric together, metrics in the order they first appear.
+fn slo_clauses(slo: &Slo) -> String {
+    let mut groups: Vec<(Option<LatencyMetric>, Vec<String>)> = Vec::new();
+    for clause in &slo.clauses {
+        let (metric, text) = match clause {
+            SloClause::Latency {
+                metric,
+                stat,
+                limit,
+            } => (
+                Some(*metric),
+                format!("{}≤{}", stat.key(), human_duration(limit.as_secs_f64())),
+            ),
+            SloClause::ErrorRate { max } => (None, format!("≤{}", percent(*max))),
+        };
+        match groups.iter_mut().find(|(m, _)| *m == metric) {
+            Some((_, texts)) => texts.push(text),
+            None => groups.push((metric, vec![text])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .map(|(metric, texts)| match metric {
+            Some(metric) => format!("{} {}", metric.as_str(), texts.join(" ")),
+            None => format!("error-rate{}", texts.join(" ")),
+        })
+        .collect();
+    if parts.is_empty() {
+        "(no clauses)".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn percent(fraction: Fraction) -> String {
+    format!("{}%", trim_number(fraction.0 * 100.0, 3))
+}
+
+/// `x` with at most `decimals` decimals and no trailing zeros: 0.5, 64, 1.25.
+fn trim_number(x: f64, decimals: usize) -> String {
+    let text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// A duration in seconds for people: `300ms`, `1.5s`, `4m 30s`, `2h 5m`.
+/// Below a minute it is exact to the millisecond; above, rounded to the
+/// second (below an hour) or to the minute.
+pub fn human_duration(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "?".to_string();
+    }
+    if seconds == 0.0 {
+        return "0s".to_string();
+    }
+    if seconds * 1000.0 < 999.9995 {
+        return format!("{}ms", trim_number(seconds * 1000.0, 3));
+    }
+    let total_ms = (seconds * 1000.0).round();
+    if total_ms < 60_000.0 {
+        return format!("{}s", trim_number(total_ms / 1000.0, 3));
+    }
+    let total_s = seconds.round() as u64;
+    if total_s < 3600 {
+        let (m, s) = (total_s / 60, total_s % 60);
+        return if s == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m {s}s")
+        };
+    }
+    let total_min = (seconds / 60.0).round() as u64;
+    let (h, m) = (total_min / 60, total_min % 60);
+    if m == 0 {
+        format!("{h}h")
+    } else {
+        format!("{h}h {m}m")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_duration(0.0), "0s");
+        assert_eq!(human_duration(0.3), "300ms");
+        assert_eq!(human_duration(0.0005), "0.5ms");
+        assert_eq!(human_duration(1.0), "1s");
+        assert_eq!(human_duration(1.5), "1.5s");
+        assert_eq!(human_duration(59.9994), "59.999s");
+        assert_eq!(human_duration(60.0), "1m");
+        assert_eq!(human_duration(270.0), "4m 30s");
+        assert_eq!(human_duration(59.9996), "1m");
+        assert_eq!(human_duration(0.9999999), "1s");
+        assert_eq!(human_duration(3599.6), "1h");
+        assert_eq!(human_duration(3600.0), "1h");
+        assert_eq!(human_duration(7500.0), "2h 5m");
+        assert_eq!(human_duration(f64::NAN), "?");
+    }
+
+    #[test]
+    fn numbers_are_trimmed() {
+        assert_eq!(trim_number(0.5, 3), "0.5");
+        assert_eq!(trim_number(64.0, 3), "64");
+        assert_eq!(percent(Fraction(0.005)), "0.5%");
+        assert_eq!(percent(Fraction(0.05)), "5%");
+    }
+}
