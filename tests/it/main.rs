@@ -3,4 +3,5 @@
 //! ephemeral loopback port.
 
 mod config;
+mod report;
 mod sim;

@@ -1,0 +1,618 @@
+//! SVG charts for a card, drawn with plotters' SVG backend.
+//!
+//! plotters is built without `ttf`: the SVG backend writes `<text>` elements
+//! and leaves glyphs to the viewer, so axis labels and captions need no font
+//! files and the output depends only on the input (byte-identical re-renders).
+//!
+//! Axes are chosen for what the framework asks the reader to see:
+//! concurrency on a log2 axis with a tick at every sweep level (levels are
+//! usually doubling); latencies on a log10 axis, since CrossP compares
+//! *relative* changes and SLO bounds often span orders of magnitude;
+//! throughput on a linear axis so saturation shows as a plateau.
+
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::analyze::{Card, LatencyStats, RunSummary};
+use crate::config::{LatencyMetric, SloClause};
+
+use super::describe::{clause_words, metric_label};
+use super::format::{duration_secs, num, plain, rps};
+
+/// One chart: a file name relative to the card and its SVG text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    pub file_name: String,
+    pub svg: String,
+}
+
+/// Which charts a card has, and their file names: the same rule decides
+/// what [`charts`] draws and what the card links to.
+pub(crate) fn chart_links(card: &Card) -> Vec<(String, String)> {
+    let stem = super::card_stem(card);
+    let mut links = Vec::new();
+    if !closed_points(card).is_empty() {
+        links.push((
+            format!("{stem}--closed.svg"),
+            "closed loop: output tok/s and TTFT vs concurrency, CrossP zone and Cr_closed marked"
+                .to_string(),
+        ));
+    }
+    if !open_points(card).is_empty() {
+        links.push((
+            format!("{stem}--open.svg"),
+            "open loop: TTFT and E2E vs arrival rate, SLO bounds and Cr_open marked".to_string(),
+        ));
+    }
+    links
+}
+
+/// The card's charts: closed loop (when a sweep was measured) and open loop
+/// (when open runs were measured).
+pub fn charts(card: &Card) -> Vec<Chart> {
+    chart_links(card)
+        .into_iter()
+        .map(|(file_name, _)| {
+            let drawn = if file_name.ends_with("--closed.svg") {
+                closed_chart(card)
+            } else {
+                open_chart(card)
+            };
+            // Drawing into a String cannot fail on I/O; if plotters still
+            // reports an error, the link in the card must not dangle.
+            let svg = drawn.unwrap_or_else(|err| fallback_svg(&err.to_string()));
+            Chart { file_name, svg }
+        })
+        .collect()
+}
+
+type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 760;
+/// The strip right of the panels that holds their legends.
+const LEGEND_WIDTH: i32 = 300;
+const FONT: &str = "sans-serif";
+
+const THROUGHPUT_COLOR: RGBColor = RGBColor(31, 119, 180);
+const P50_COLOR: RGBColor = RGBColor(44, 160, 44);
+const P99_COLOR: RGBColor = RGBColor(214, 39, 40);
+const CROSSP_FILL: RGBColor = RGBColor(255, 200, 120);
+const KNEE_FILL: RGBColor = RGBColor(150, 210, 150);
+/// Per SLO, in declaration order: bounds dashed, Cr_open solid.
+const SLO_COLORS: [RGBColor; 4] = [
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+];
+
+fn fallback_svg(message: &str) -> String {
+    let escaped = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    format!(
+        "<svg width=\"{WIDTH}\" height=\"80\" viewBox=\"0 0 {WIDTH} 80\" xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"10\" y=\"40\" font-family=\"{FONT}\" font-size=\"14\">chart could not be drawn: {escaped}</text>\n</svg>\n"
+    )
+}
+
+/// A latency statistic that was measured (no samples → `None`, never 0).
+fn stat_of(stats: &LatencyStats, pick: fn(&LatencyStats) -> f64) -> Option<f64> {
+    (stats.count > 0)
+        .then(|| pick(stats))
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+struct ClosedPoint {
+    concurrency: u32,
+    output_tokens_per_s: f64,
+    ttft_p50_ms: Option<f64>,
+    ttft_p99_ms: Option<f64>,
+}
+
+fn closed_points(card: &Card) -> Vec<ClosedPoint> {
+    let mut runs: Vec<&RunSummary> = card
+        .closed
+        .iter()
+        .filter(|r| r.concurrency.is_some())
+        .collect();
+    runs.sort_by(|a, b| {
+        a.concurrency
+            .cmp(&b.concurrency)
+            .then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    runs.into_iter()
+        .filter_map(|r| {
+            Some(ClosedPoint {
+                concurrency: r.concurrency?,
+                output_tokens_per_s: r.output_tokens_per_s,
+                ttft_p50_ms: stat_of(&r.ttft_ms, |s| s.p50),
+                ttft_p99_ms: stat_of(&r.ttft_ms, |s| s.p99),
+            })
+        })
+        .filter(|p| p.concurrency > 0)
+        .collect()
+}
+
+struct OpenPoint {
+    rate_rps: f64,
+    ttft_p50_ms: Option<f64>,
+    ttft_p99_ms: Option<f64>,
+    e2e_p50_ms: Option<f64>,
+    e2e_p99_ms: Option<f64>,
+}
+
+fn open_points(card: &Card) -> Vec<OpenPoint> {
+    let mut runs: Vec<&RunSummary> = card
+        .open
+        .iter()
+        .filter(|r| r.rate_rps.is_some_and(|x| x.is_finite() && x > 0.0))
+        .collect();
+    runs.sort_by(|a, b| {
+        a.rate_rps
+            .partial_cmp(&b.rate_rps)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    runs.into_iter()
+        .filter_map(|r| {
+            Some(OpenPoint {
+                rate_rps: r.rate_rps?,
+                ttft_p50_ms: stat_of(&r.ttft_ms, |s| s.p50),
+                ttft_p99_ms: stat_of(&r.ttft_ms, |s| s.p99),
+                e2e_p50_ms: stat_of(&r.e2e_ms, |s| s.p50),
+                e2e_p99_ms: stat_of(&r.e2e_ms, |s| s.p99),
+            })
+        })
+        .collect()
+}
+
+/// A linear f64 axis with ticks exactly where we ask (sweep levels, 1-2-5
+/// decades). plotters' own `with_key_points` wrapper drops the value
+/// formatter of `f64` ranges, so label formatting would not compile.
+#[derive(Debug, Clone)]
+struct TickedAxis {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for TickedAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        if self.hi == self.lo {
+            return (limit.0 + limit.1) / 2;
+        }
+        let fraction = (value - self.lo) / (self.hi - self.lo);
+        limit.0 + (f64::from(limit.1 - limit.0) * fraction).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// Log10 axis over milliseconds with ticks at 1-2-5 of each decade.
+fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        (lo, hi) = (1.0, 1000.0);
+    }
+    let (lo_log, hi_log) = (lo.log10() - 0.1, hi.log10() + 0.1);
+    let ticks_with = |mantissas: &[f64]| -> Vec<f64> {
+        let mut ticks = Vec::new();
+        for decade in (lo_log.floor() as i32)..=(hi_log.ceil() as i32) {
+            for mantissa in mantissas {
+                let t = (mantissa * 10f64.powi(decade)).log10();
+                if t >= lo_log && t <= hi_log {
+                    ticks.push(t);
+                }
+            }
+        }
+        ticks
+    };
+    let mut ticks = ticks_with(&[1.0, 2.0, 5.0]);
+    if ticks.len() < 3 {
+        // A narrow range (less than a decade): denser round values.
+        ticks = ticks_with(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    }
+    if ticks.len() < 2 {
+        ticks = vec![lo_log, hi_log];
+    }
+    TickedAxis {
+        lo: lo_log,
+        hi: hi_log,
+        ticks,
+    }
+}
+
+/// Tick labels sit on round 1-2-5 values: written like SLO bounds ("500 ms", "2 s").
+fn ms_tick_label(log_ms: &f64) -> String {
+    duration_secs(10f64.powf(*log_ms) / 1000.0)
+}
+
+/// How an entry is drawn in a legend.
+#[derive(Debug, Clone, Copy)]
+enum Swatch {
+    Line(RGBColor),
+    Dashed(RGBColor),
+    VerticalLine(RGBColor),
+    Band(RGBColor),
+}
+
+/// Legends sit in a strip right of the panels, so they never cover data.
+fn draw_legend<DB>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[(Swatch, String)],
+) -> DrawResult<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    const TOP: i32 = 52;
+    const ROW: i32 = 22;
+    for (i, (swatch, label)) in entries.iter().enumerate() {
+        let y = TOP + ROW * i as i32;
+        let (x0, x1) = (8, 34);
+        match *swatch {
+            Swatch::Line(c) => {
+                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?
+            }
+            Swatch::Dashed(c) => {
+                area.draw(&PathElement::new(
+                    vec![(x0, y), (x0 + 10, y)],
+                    c.stroke_width(2),
+                ))?;
+                area.draw(&PathElement::new(
+                    vec![(x0 + 16, y), (x1, y)],
+                    c.stroke_width(2),
+                ))?;
+            }
+            Swatch::VerticalLine(c) => area.draw(&PathElement::new(
+                vec![(x0 + 13, y - 7), (x0 + 13, y + 7)],
+                c.stroke_width(2),
+            ))?,
+            Swatch::Band(c) => area.draw(&Rectangle::new(
+                [(x0, y - 6), (x1, y + 6)],
+                c.mix(0.45).filled(),
+            ))?,
+        }
+        area.draw(&Text::new(
+            label.clone(),
+            (x1 + 8, y),
+            (FONT, 14)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Draws a series as a line with points.
+fn line_with_points<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+) -> DrawResult<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    if points.is_empty() {
+        return Ok(());
+    }
+    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
+    chart.draw_series(
+        points
+            .into_iter()
+            .map(|p| Circle::new(p, 3, color.filled())),
+    )?;
+    Ok(())
+}
+
+/// Splits the titled root into two stacked panels and their legend strips.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+fn panels<'a>(root: &Area<'a>) -> [(Area<'a>, Area<'a>); 2] {
+    let (plots, legends) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
+    let half = (HEIGHT as i32 - 30) / 2;
+    let (top, bottom) = plots.split_vertically(half);
+    let (legend_top, legend_bottom) = legends.split_vertically(half);
+    [(top, legend_top), (bottom, legend_bottom)]
+}
+
+fn closed_chart(card: &Card) -> DrawResult<String> {
+    let points = closed_points(card);
+    let log2 = |c: u32| f64::from(c.max(1)).log2();
+    let (x_lo, x_hi) = match (points.first(), points.last()) {
+        (Some(first), Some(last)) => (log2(first.concurrency) - 0.3, log2(last.concurrency) + 0.3),
+        _ => (-1.0, 1.0),
+    };
+    let x_ticks: Vec<f64> = points.iter().map(|p| log2(p.concurrency)).collect();
+    let x_axis = || TickedAxis {
+        lo: x_lo,
+        hi: x_hi,
+        ticks: x_ticks.clone(),
+    };
+    let x_label = |x: &f64| format!("{}", 2f64.powf(*x).round());
+
+    let max_tps = points
+        .iter()
+        .map(|p| p.output_tokens_per_s)
+        .fold(0.0, f64::max);
+    let y_tps_hi = if max_tps > 0.0 { max_tps * 1.1 } else { 1.0 };
+    let ttft_axis = log_ms_axis(
+        points
+            .iter()
+            .flat_map(|p| [p.ttft_p50_ms, p.ttft_p99_ms])
+            .flatten(),
+    );
+    let ttft_range = ttft_axis.range();
+
+    // CrossP zone and Cr_closed range, shaded on both panels.
+    let band = |lo: u32, hi: u32| {
+        let (a, b) = (log2(lo), log2(hi));
+        // A one-level range (lower = upper) still needs visible width.
+        if (b - a).abs() < 1e-9 {
+            (a - 0.05, b + 0.05)
+        } else {
+            (a, b)
+        }
+    };
+    let mut bands: Vec<((f64, f64), RGBColor, String)> = Vec::new();
+    if let Some(crossp) = &card.crossp {
+        bands.push((
+            band(crossp.zone[0], crossp.zone[1]),
+            CROSSP_FILL,
+            format!(
+                "CrossP {} (zone {}–{})",
+                crossp.concurrency, crossp.zone[0], crossp.zone[1]
+            ),
+        ));
+    }
+    if let Some(knee) = &card.cr_closed {
+        let label = if knee.range[0] == knee.range[1] {
+            format!("Cr_closed {} concurrent", knee.range[0])
+        } else {
+            format!("Cr_closed {}–{} concurrent", knee.range[0], knee.range[1])
+        };
+        bands.push((band(knee.range[0], knee.range[1]), KNEE_FILL, label));
+    }
+    let band_legend = bands
+        .iter()
+        .map(|(_, color, label)| (Swatch::Band(*color), label.clone()));
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let title = format!(
+            "{} × {} — closed loop (fixed concurrency)",
+            card.target, card.workload
+        );
+        let root = root.titled(&title, (FONT, 22))?;
+        let [(top, top_legend), (bottom, bottom_legend)] = panels(&root);
+
+        // Top panel: output throughput.
+        let mut chart = ChartBuilder::on(&top)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(76)
+            .caption("output tokens/s vs concurrency (closed loop)", (FONT, 17))
+            .build_cartesian_2d(x_axis(), 0f64..y_tps_hi)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .x_desc("concurrency (log2)")
+            .y_desc("output tok/s")
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&|y| num(*y, 0))
+            .draw()?;
+        for ((a, b), color, _) in &bands {
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(*a, 0.0), (*b, y_tps_hi)],
+                color.mix(0.45).filled(),
+            )))?;
+        }
+        let tps_points = points
+            .iter()
+            .map(|p| (log2(p.concurrency), p.output_tokens_per_s))
+            .collect();
+        line_with_points(&mut chart, tps_points, THROUGHPUT_COLOR)?;
+        let mut legend = vec![(Swatch::Line(THROUGHPUT_COLOR), "output tok/s".to_string())];
+        legend.extend(band_legend.clone());
+        draw_legend(&top_legend, &legend)?;
+
+        // Bottom panel: TTFT percentiles.
+        let mut chart = ChartBuilder::on(&bottom)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(76)
+            .caption(
+                "TTFT p50 / p99 vs concurrency (closed loop, log scale)",
+                (FONT, 17),
+            )
+            .build_cartesian_2d(x_axis(), ttft_axis)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .x_desc("concurrency (log2)")
+            .y_desc("TTFT")
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&ms_tick_label)
+            .draw()?;
+        for ((a, b), color, _) in &bands {
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(*a, ttft_range.start), (*b, ttft_range.end)],
+                color.mix(0.45).filled(),
+            )))?;
+        }
+        let series = |pick: fn(&ClosedPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .filter_map(|p| Some((log2(p.concurrency), pick(p)?.log10())))
+                .collect()
+        };
+        line_with_points(&mut chart, series(|p| p.ttft_p50_ms), P50_COLOR)?;
+        line_with_points(&mut chart, series(|p| p.ttft_p99_ms), P99_COLOR)?;
+        let mut legend = vec![
+            (Swatch::Line(P50_COLOR), "TTFT p50".to_string()),
+            (Swatch::Line(P99_COLOR), "TTFT p99".to_string()),
+        ];
+        legend.extend(band_legend);
+        draw_legend(&bottom_legend, &legend)?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+fn open_chart(card: &Card) -> DrawResult<String> {
+    let points = open_points(card);
+    let max_rate = points.iter().map(|p| p.rate_rps).fold(0.0, f64::max);
+    // Each SLO keeps one color: its bounds dashed, its Cr_open solid.
+    let slo_color = |name: &str| {
+        let index = card
+            .slos
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or(card.slos.len());
+        SLO_COLORS[index % SLO_COLORS.len()]
+    };
+    let marks: Vec<(String, f64, RGBColor)> = card
+        .cr_open
+        .iter()
+        .filter_map(|c| {
+            let r = c.rps?;
+            let bound = if c.at_least { "≥ " } else { "" };
+            Some((
+                format!("Cr_open {}: {bound}{} RPS", c.slo, rps(r)),
+                r,
+                slo_color(&c.slo),
+            ))
+        })
+        .collect();
+    let x_hi = marks.iter().map(|(_, r, _)| *r).fold(max_rate, f64::max) * 1.1;
+    let x_hi = if x_hi > 0.0 { x_hi } else { 1.0 };
+
+    // SLO bounds drawable on a panel of this metric.
+    let bounds = |metric: LatencyMetric| -> Vec<(String, f64, RGBColor)> {
+        card.slos
+            .iter()
+            .flat_map(|slo| {
+                slo.clauses.iter().filter_map(move |clause| match clause {
+                    SloClause::Latency {
+                        metric: m, limit, ..
+                    } if *m == metric => Some((
+                        format!("{}: {}", slo.name, clause_words(clause)),
+                        limit.as_secs_f64() * 1000.0,
+                        slo_color(&slo.name),
+                    )),
+                    _ => None,
+                })
+            })
+            .collect()
+    };
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let arrival = card.arrival.as_deref().unwrap_or("unknown arrivals");
+        let title = format!(
+            "{} × {} — open loop ({arrival})",
+            card.target, card.workload
+        );
+        let root = root.titled(&title, (FONT, 22))?;
+
+        type Pick = fn(&OpenPoint) -> Option<f64>;
+        let metrics: [(LatencyMetric, Pick, Pick); 2] = [
+            (LatencyMetric::Ttft, |p| p.ttft_p50_ms, |p| p.ttft_p99_ms),
+            (LatencyMetric::E2e, |p| p.e2e_p50_ms, |p| p.e2e_p99_ms),
+        ];
+        for ((area, legend_area), (metric, pick_p50, pick_p99)) in
+            panels(&root).into_iter().zip(metrics)
+        {
+            let name = metric_label(metric);
+            let slo_bounds = bounds(metric);
+            let y_axis = log_ms_axis(
+                points
+                    .iter()
+                    .flat_map(|p| [pick_p50(p), pick_p99(p)])
+                    .flatten()
+                    .chain(slo_bounds.iter().map(|(_, v, _)| *v)),
+            );
+            let y_range = y_axis.range();
+            let mut chart = ChartBuilder::on(&area)
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(76)
+                .caption(
+                    format!("{name} p50 / p99 vs arrival rate (open loop, log scale)"),
+                    (FONT, 17),
+                )
+                .build_cartesian_2d(0f64..x_hi, y_axis)?;
+            chart
+                .configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .x_desc("arrival rate (RPS)")
+                .y_desc(name)
+                .x_label_formatter(&|x| plain(*x))
+                .y_label_formatter(&ms_tick_label)
+                .draw()?;
+            let mut legend = vec![
+                (Swatch::Line(P50_COLOR), format!("{name} p50")),
+                (Swatch::Line(P99_COLOR), format!("{name} p99")),
+            ];
+            for (label, limit_ms, color) in &slo_bounds {
+                let y = limit_ms.log10();
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(0.0, y), (x_hi, y)],
+                    8,
+                    5,
+                    color.stroke_width(2),
+                ))?;
+                legend.push((Swatch::Dashed(*color), label.clone()));
+            }
+            for (label, rate, color) in &marks {
+                chart.draw_series(LineSeries::new(
+                    vec![(*rate, y_range.start), (*rate, y_range.end)],
+                    color.stroke_width(2),
+                ))?;
+                legend.push((Swatch::VerticalLine(*color), label.clone()));
+            }
+            let series = |pick: Pick| -> Vec<(f64, f64)> {
+                points
+                    .iter()
+                    .filter_map(|p| Some((p.rate_rps, pick(p)?.log10())))
+                    .collect()
+            };
+            line_with_points(&mut chart, series(pick_p50), P50_COLOR)?;
+            line_with_points(&mut chart, series(pick_p99), P99_COLOR)?;
+            draw_legend(&legend_area, &legend)?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}

@@ -1,0 +1,1116 @@
+//! The card as templates see it: every figure already attached to the mode
+//! that measured it, every missing value an explicit `null` plus a reason,
+//! and the prose (conditions in words, the plain-language reading) written
+//! once here rather than re-derived in each template.
+//!
+//! Templates get this view as `view`, next to the raw `report` and `card`, so
+//! a custom template can reach anything in results.json but the built-in
+//! ones never have to guess what an absent field means.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::analyze::{
+    CapacityReport, Card, CrClosed, CrOpen, CrossP, LatencyStats, RunSummary, SizingRow,
+};
+
+use super::chart::chart_links;
+use super::describe::{
+    arrival_unit_words, arrival_words, clause_words, metric_label_str, profile_lines,
+};
+use super::format::{delta_pct, num, pct_of_fraction, rps, tokens_per_s};
+
+/// Measured and requested token counts that differ by more than this
+/// (relative) get a warning on the card.
+const TOKEN_MISMATCH_WARN: f64 = 0.05;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Labelled {
+    pub label: String,
+    pub text: String,
+}
+
+/// How each mode is named next to a number.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeTags {
+    /// `"closed loop"`.
+    pub closed: String,
+    /// `"open loop, poisson"`.
+    pub open: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConditionsView {
+    pub kind: String,
+    pub api: String,
+    pub model: Option<String>,
+    pub hardware: Option<String>,
+    pub runtime: Option<String>,
+    pub cost_per_hour: Option<f64>,
+    pub currency: Option<String>,
+    /// Arrival process label as stored (`"poisson"`), and in words.
+    pub arrival: Option<String>,
+    pub arrival_words: Option<String>,
+    /// What one open-loop arrival is (`"request"`, `"conversation"`, `"agent task"`).
+    pub arrival_unit: String,
+    /// The unit of open-loop arrival rates and Cr_open (`"req/s"`, `"tasks/s"`).
+    pub rate_unit: String,
+    /// The unit of call rates: throughput and goodput (`"req/s"`, `"calls/s"`).
+    pub call_rate_unit: String,
+    /// The closed sweep's levels, ascending.
+    pub closed_levels: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TokensView {
+    pub calls: u64,
+    pub prompt_requested_mean: f64,
+    pub prompt_reported_mean: Option<f64>,
+    /// (reported − requested) / requested, in percent.
+    pub prompt_difference_pct: Option<f64>,
+    pub output_requested_mean: f64,
+    pub output_mean: f64,
+    pub output_difference_pct: Option<f64>,
+    pub short_outputs: u64,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SloView {
+    pub name: String,
+    pub clauses: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CrossPView {
+    pub value: Option<CrossP>,
+    /// `"TTFT p50"`: the latency statistic compared.
+    pub metric: String,
+    /// Why there is no value (`"not reached in sweep (levels 1–128)"`).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CrClosedView {
+    pub value: Option<CrClosed>,
+    pub reason: Option<String>,
+}
+
+/// Metrics of one open run at a point of interest (Cr_open or the failing rate).
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenPointView {
+    pub run_id: String,
+    pub rate_rps: Option<f64>,
+    pub achieved_rps: Option<f64>,
+    pub calls_per_s: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p95_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub task_e2e_p99_ms: Option<f64>,
+    pub schedule_lag_p99_ms: Option<f64>,
+    /// Goodput for the SLO this point belongs to.
+    pub goodput_rps: Option<f64>,
+    pub kept_up: Option<bool>,
+    pub errors: u64,
+    pub error_rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CrOpenView {
+    pub slo: String,
+    /// `"reached"`, `"at_least"` (max of the search passed) or `"not_reached"`.
+    pub status: String,
+    pub rps: Option<f64>,
+    pub failed_at_rps: Option<f64>,
+    pub failed_clauses: Vec<String>,
+    pub note: Option<String>,
+    /// The passing run at `rps`; `None` when its run is not in the report.
+    pub at: Option<OpenPointView>,
+    pub failed: Option<OpenPointView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    pub run_id: String,
+    pub concurrency: Option<u32>,
+    pub requests: u64,
+    pub errors: u64,
+    pub error_rate: Option<f64>,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p95_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub incomplete: bool,
+    /// What this level is for the derived quantities (`"CrossP"`, `"Cr_closed lower"`, `"X_max"`).
+    pub marks: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SloCell {
+    pub slo: String,
+    pub goodput_rps: Option<f64>,
+    pub pass: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRow {
+    pub run_id: String,
+    pub rate_rps: Option<f64>,
+    pub achieved_rps: Option<f64>,
+    pub calls_per_s: f64,
+    pub offered: Option<u64>,
+    /// Tasks completed in the window.
+    pub completed: u64,
+    /// completed / offered.
+    pub completion: Option<f64>,
+    pub errors: u64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p95_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub task_e2e_p99_ms: Option<f64>,
+    pub schedule_lag_p99_ms: Option<f64>,
+    pub slos: Vec<SloCell>,
+    pub kept_up: Option<bool>,
+    pub generator_lagging: bool,
+    pub incomplete: bool,
+    pub marks: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizingView {
+    pub row: SizingRow,
+    /// `"Cr_open interactive"` / `"Cr_closed"`.
+    pub uses: String,
+    /// The mode that measured the capacity used.
+    pub mode: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorClassRow {
+    pub mode: String,
+    pub class: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChartLink {
+    pub file_name: String,
+    pub alt: String,
+}
+
+/// Everything a card template needs beyond the raw report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CardView {
+    pub experiment: String,
+    pub description: Option<String>,
+    pub tool_version: String,
+    pub seed: u64,
+    pub status: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub target: String,
+    pub workload: String,
+    pub file_name: String,
+    pub modes: ModeTags,
+    pub conditions: ConditionsView,
+    pub profile: Vec<Labelled>,
+    pub tokens: Option<TokensView>,
+    pub slos: Vec<SloView>,
+    pub crossp: CrossPView,
+    pub cr_closed: CrClosedView,
+    pub cr_open: Vec<CrOpenView>,
+    pub sweep: Vec<SweepRow>,
+    pub search: Vec<SearchRow>,
+    /// SLO names in the order of the search table's per-SLO columns.
+    pub search_slos: Vec<String>,
+    pub has_task_e2e: bool,
+    pub sizing: Vec<SizingView>,
+    /// Notes attached to sizing rows, prefixed by their target.
+    pub sizing_notes: Vec<String>,
+    pub notes: Vec<String>,
+    pub errors: Vec<ErrorClassRow>,
+    pub charts: Vec<ChartLink>,
+    /// The plain-language reading, one paragraph.
+    pub reading: String,
+}
+
+/// A latency statistic, or `None` when the run had no samples: a run with
+/// nothing measured must not show 0 ms.
+fn stat(stats: &LatencyStats, pick: fn(&LatencyStats) -> f64) -> Option<f64> {
+    (stats.count > 0)
+        .then(|| pick(stats))
+        .filter(|v| v.is_finite())
+}
+
+fn error_rate(run: &RunSummary) -> Option<f64> {
+    let total = run.requests + run.errors;
+    (total > 0).then(|| run.errors as f64 / total as f64)
+}
+
+fn relative_difference(requested: f64, actual: f64) -> Option<f64> {
+    (requested > 0.0 && actual.is_finite()).then(|| (actual - requested) / requested)
+}
+
+fn sorted_closed(card: &Card) -> Vec<&RunSummary> {
+    let mut runs: Vec<&RunSummary> = card.closed.iter().collect();
+    runs.sort_by(|a, b| {
+        a.concurrency
+            .cmp(&b.concurrency)
+            .then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    runs
+}
+
+fn sorted_open(card: &Card) -> Vec<&RunSummary> {
+    let mut runs: Vec<&RunSummary> = card.open.iter().collect();
+    runs.sort_by(|a, b| {
+        let (x, y) = (
+            a.rate_rps.unwrap_or(f64::INFINITY),
+            b.rate_rps.unwrap_or(f64::INFINITY),
+        );
+        x.total_cmp(&y).then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    runs
+}
+
+fn levels(card: &Card) -> Vec<u32> {
+    let mut levels: Vec<u32> = card.closed.iter().filter_map(|r| r.concurrency).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels
+}
+
+fn open_point(run: &RunSummary, slo: &str) -> OpenPointView {
+    OpenPointView {
+        run_id: run.run_id.clone(),
+        rate_rps: run.rate_rps,
+        achieved_rps: run.achieved_rps,
+        calls_per_s: run.requests_per_s,
+        ttft_p50_ms: stat(&run.ttft_ms, |s| s.p50),
+        ttft_p99_ms: stat(&run.ttft_ms, |s| s.p99),
+        itl_p95_ms: stat(&run.itl_ms, |s| s.p95),
+        e2e_p99_ms: stat(&run.e2e_ms, |s| s.p99),
+        task_e2e_p99_ms: run.task_e2e_ms.as_ref().and_then(|s| stat(s, |s| s.p99)),
+        schedule_lag_p99_ms: run
+            .schedule_lag_ms
+            .as_ref()
+            .and_then(|s| stat(s, |s| s.p99)),
+        goodput_rps: run.goodput_rps.get(slo).copied(),
+        kept_up: run.kept_up,
+        errors: run.errors,
+        error_rate: error_rate(run),
+    }
+}
+
+fn find_run<'a>(card: &'a Card, run_id: Option<&str>) -> Option<&'a RunSummary> {
+    let id = run_id?;
+    card.open.iter().find(|r| r.run_id == id)
+}
+
+fn cr_open_status(cr: &CrOpen) -> &'static str {
+    match (cr.rps, cr.at_least) {
+        (None, _) => "not_reached",
+        (Some(_), true) => "at_least",
+        (Some(_), false) => "reached",
+    }
+}
+
+fn crossp_view(card: &Card) -> CrossPView {
+    let spec = card.crossp_spec.unwrap_or_default();
+    let metric = match &card.crossp {
+        Some(c) => format!("{} {}", metric_label_str(&c.metric), c.stat),
+        None => format!(
+            "{} {}",
+            super::describe::metric_label(spec.metric),
+            spec.stat.key()
+        ),
+    };
+    let levels = levels(card);
+    let reason = match (&card.crossp, levels.as_slice()) {
+        (Some(_), _) => None,
+        (None, []) => Some("not measured (no closed-loop sweep)".to_string()),
+        (None, [only]) => Some(format!(
+            "not measured: a single sweep level ({only}) has no previous level to compare"
+        )),
+        (None, [first, .., last]) => Some(format!("not reached in sweep (levels {first}–{last})")),
+    };
+    CrossPView {
+        value: card.crossp.clone(),
+        metric,
+        reason,
+    }
+}
+
+fn cr_closed_view(card: &Card) -> CrClosedView {
+    let reason = match (&card.cr_closed, card.closed.is_empty()) {
+        (Some(_), _) => None,
+        (None, true) => Some("not measured (no closed-loop sweep)".to_string()),
+        (None, false) => Some("not determined from the sweep (see notes)".to_string()),
+    };
+    CrClosedView {
+        value: card.cr_closed.clone(),
+        reason,
+    }
+}
+
+fn tokens_view(card: &Card) -> Option<TokensView> {
+    let t = card.measured_tokens.as_ref()?;
+    let prompt_difference = t
+        .prompt_tokens_reported_mean
+        .and_then(|r| relative_difference(t.prompt_tokens_requested_mean, r));
+    let output_difference =
+        relative_difference(t.output_tokens_requested_mean, t.output_tokens_mean);
+    let mut warnings = Vec::new();
+    if let Some(d) = prompt_difference.filter(|d| d.abs() > TOKEN_MISMATCH_WARN) {
+        warnings.push(format!(
+            "prompt tokens reported by the server differ from those requested by {} (more than {}): \
+             the data profile was not sent as planned",
+            signed_pct(d),
+            pct_of_fraction(TOKEN_MISMATCH_WARN)
+        ));
+    }
+    if t.prompt_tokens_reported_mean.is_none() {
+        warnings.push(
+            "the server reported no prompt token usage: prompt lengths are as requested, not verified"
+                .to_string(),
+        );
+    }
+    if let Some(d) = output_difference.filter(|d| d.abs() > TOKEN_MISMATCH_WARN) {
+        warnings.push(format!(
+            "output tokens differ from those requested by {} (more than {}); {} calls ended short",
+            signed_pct(d),
+            pct_of_fraction(TOKEN_MISMATCH_WARN),
+            t.short_outputs
+        ));
+    }
+    Some(TokensView {
+        calls: t.calls,
+        prompt_requested_mean: t.prompt_tokens_requested_mean,
+        prompt_reported_mean: t.prompt_tokens_reported_mean,
+        prompt_difference_pct: prompt_difference.map(|d| d * 100.0),
+        output_requested_mean: t.output_tokens_requested_mean,
+        output_mean: t.output_tokens_mean,
+        output_difference_pct: output_difference.map(|d| d * 100.0),
+        short_outputs: t.short_outputs,
+        warnings,
+    })
+}
+
+fn signed_pct(fraction: f64) -> String {
+    delta_pct(fraction * 100.0)
+}
+
+fn sweep_rows(card: &Card) -> Vec<SweepRow> {
+    sorted_closed(card)
+        .into_iter()
+        .map(|r| {
+            let mut marks = Vec::new();
+            if let (Some(c), Some(level)) = (&card.crossp, r.concurrency) {
+                if level == c.concurrency {
+                    marks.push("CrossP".to_string());
+                }
+            }
+            if let (Some(k), Some(level)) = (&card.cr_closed, r.concurrency) {
+                if level == k.range[0] && level == k.range[1] {
+                    marks.push("Cr_closed".to_string());
+                } else if level == k.range[0] {
+                    marks.push("Cr_closed lower".to_string());
+                } else if level == k.range[1] {
+                    marks.push("Cr_closed upper".to_string());
+                }
+                if level == k.max_at_concurrency {
+                    marks.push("X_max".to_string());
+                }
+            }
+            if r.incomplete {
+                marks.push("incomplete".to_string());
+            }
+            SweepRow {
+                run_id: r.run_id.clone(),
+                concurrency: r.concurrency,
+                requests: r.requests,
+                errors: r.errors,
+                error_rate: error_rate(r),
+                requests_per_s: r.requests_per_s,
+                output_tokens_per_s: r.output_tokens_per_s,
+                total_tokens_per_s: r.total_tokens_per_s,
+                ttft_p50_ms: stat(&r.ttft_ms, |s| s.p50),
+                ttft_p99_ms: stat(&r.ttft_ms, |s| s.p99),
+                itl_p50_ms: stat(&r.itl_ms, |s| s.p50),
+                itl_p95_ms: stat(&r.itl_ms, |s| s.p95),
+                tpot_p50_ms: stat(&r.tpot_ms, |s| s.p50),
+                e2e_p50_ms: stat(&r.e2e_ms, |s| s.p50),
+                e2e_p99_ms: stat(&r.e2e_ms, |s| s.p99),
+                incomplete: r.incomplete,
+                marks,
+            }
+        })
+        .collect()
+}
+
+/// SLO names for the search table: the card's SLOs in declaration order,
+/// then any other name a run was judged against.
+fn search_slos(card: &Card) -> Vec<String> {
+    let mut names: Vec<String> = card.slos.iter().map(|s| s.name.clone()).collect();
+    for run in &card.open {
+        for name in run.slo_pass.keys().chain(run.goodput_rps.keys()) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    names
+}
+
+fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
+    sorted_open(card)
+        .into_iter()
+        .map(|r| {
+            let mut marks = Vec::new();
+            for cr in &card.cr_open {
+                if cr.run_id.as_deref() == Some(r.run_id.as_str()) {
+                    marks.push(format!("Cr_open {}", cr.slo));
+                }
+                if cr.failed_run_id.as_deref() == Some(r.run_id.as_str()) {
+                    marks.push(format!("fails {}", cr.slo));
+                }
+            }
+            if r.generator_lagging {
+                marks.push("generator lagging".to_string());
+            }
+            if r.incomplete {
+                marks.push("incomplete".to_string());
+            }
+            SearchRow {
+                run_id: r.run_id.clone(),
+                rate_rps: r.rate_rps,
+                achieved_rps: r.achieved_rps,
+                calls_per_s: r.requests_per_s,
+                offered: r.offered,
+                completed: r.tasks,
+                completion: r
+                    .offered
+                    .filter(|o| *o > 0)
+                    .map(|o| r.tasks as f64 / o as f64),
+                errors: r.errors,
+                ttft_p50_ms: stat(&r.ttft_ms, |s| s.p50),
+                ttft_p99_ms: stat(&r.ttft_ms, |s| s.p99),
+                itl_p95_ms: stat(&r.itl_ms, |s| s.p95),
+                e2e_p99_ms: stat(&r.e2e_ms, |s| s.p99),
+                task_e2e_p99_ms: r.task_e2e_ms.as_ref().and_then(|s| stat(s, |s| s.p99)),
+                schedule_lag_p99_ms: r.schedule_lag_ms.as_ref().and_then(|s| stat(s, |s| s.p99)),
+                slos: slos
+                    .iter()
+                    .map(|name| SloCell {
+                        slo: name.clone(),
+                        goodput_rps: r.goodput_rps.get(name).copied(),
+                        pass: r.slo_pass.get(name).copied(),
+                    })
+                    .collect(),
+                kept_up: r.kept_up,
+                generator_lagging: r.generator_lagging,
+                incomplete: r.incomplete,
+                marks,
+            }
+        })
+        .collect()
+}
+
+fn sizing_views(card: &Card, modes: &ModeTags) -> Vec<SizingView> {
+    card.sizing
+        .iter()
+        .map(|row| {
+            let (uses, mode) = match row.uses.strip_prefix("cr_open:") {
+                Some(slo) => (format!("Cr_open {slo}"), modes.open.clone()),
+                None if row.uses == "cr_closed" => ("Cr_closed".to_string(), modes.closed.clone()),
+                None => (row.uses.clone(), "—".to_string()),
+            };
+            SizingView {
+                row: row.clone(),
+                uses,
+                mode,
+            }
+        })
+        .collect()
+}
+
+fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
+    let mut rows = Vec::new();
+    for (mode, runs) in [("closed", &card.closed), ("open", &card.open)] {
+        let mut by_class: BTreeMap<&str, u64> = BTreeMap::new();
+        for run in runs {
+            for (class, count) in &run.errors_by_class {
+                *by_class.entry(class.as_str()).or_default() += count;
+            }
+        }
+        rows.extend(
+            by_class
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(class, count)| ErrorClassRow {
+                    mode: mode.to_string(),
+                    class: class.to_string(),
+                    count,
+                }),
+        );
+    }
+    rows
+}
+
+/// The plain-language reading: what this replica can be promised, in the
+/// order the framework puts it (service capacity first, then saturation,
+/// then the regime boundary), every figure with its mode.
+fn reading(card: &Card, view: &CardView) -> String {
+    let unit = &view.conditions.rate_unit;
+    let open_tag = &view.modes.open;
+    let closed_tag = &view.modes.closed;
+    let mut sentences: Vec<String> = Vec::new();
+
+    if card.cr_open.is_empty() {
+        sentences.push(if card.open.is_empty() {
+            "No open-loop runs were measured, so this card makes no promise within an SLO (Cr_open not measured).".to_string()
+        } else {
+            "Open-loop runs were measured but no Cr_open was derived from them.".to_string()
+        });
+    }
+    let mut subject = "this replica";
+    for cr in &card.cr_open {
+        let failed = match (cr.failed_at_rps, cr.failed_clauses.is_empty()) {
+            (Some(r), false) => format!(
+                "; at {} {unit} it failed ({})",
+                rps(r),
+                cr.failed_clauses.join("; ")
+            ),
+            (Some(r), true) => format!("; at {} {unit} it failed", rps(r)),
+            (None, _) => String::new(),
+        };
+        let sentence = match (cr.rps, cr.at_least) {
+            (Some(r), false) => format!(
+                "Within the `{}` SLO {subject} serves **{} {unit}** of the `{}` profile ({open_tag}){failed}.",
+                cr.slo,
+                rps(r),
+                card.workload
+            ),
+            (Some(r), true) => format!(
+                "Within the `{}` SLO it serves at least **{} {unit}** ({open_tag}): the highest rate tested passed, so the limit lies above the search range.",
+                cr.slo,
+                rps(r)
+            ),
+            (None, _) => format!(
+                "Within the `{}` SLO nothing can be promised ({open_tag}): {}.",
+                cr.slo,
+                cr.note.as_deref().unwrap_or("no tested rate passed")
+            ),
+        };
+        sentences.push(sentence);
+        subject = "it";
+    }
+
+    match (&card.cr_closed, card.closed.is_empty()) {
+        (Some(k), _) => {
+            let mut s = format!(
+                "At saturation it does **{} output tok/s** at {} concurrent ({closed_tag}); the knee, Cr_closed, {} {}.",
+                tokens_per_s(k.output_tokens_per_s[1]),
+                k.range[1],
+                if k.range[0] == k.range[1] {
+                    "is"
+                } else {
+                    "spans"
+                },
+                concurrency_range(k.range)
+            );
+            if !k.saturated {
+                s.push_str(" Throughput was still growing at the largest level tested, so saturation may lie beyond the sweep.");
+            }
+            sentences.push(s);
+        }
+        (None, true) => sentences.push(
+            "No closed-loop sweep was measured, so Cr_closed and CrossP are not known.".to_string(),
+        ),
+        (None, false) => sentences.push(format!(
+            "Cr_closed could not be determined from the sweep ({closed_tag})."
+        )),
+    }
+
+    match &card.crossp {
+        Some(c) => sentences.push(format!(
+            "CrossP is at {} concurrent (zone {}–{}, {closed_tag}): from {} to {}, {} rose {} while output tok/s rose {}.",
+            c.concurrency,
+            c.zone[0],
+            c.zone[1],
+            c.zone[0],
+            c.zone[1],
+            view.crossp.metric,
+            delta_pct(c.delta_latency_pct),
+            delta_pct(c.delta_throughput_pct)
+        )),
+        None => match view.conditions.closed_levels.as_slice() {
+            [first, .., last] => sentences.push(format!(
+                "CrossP was not reached in the sweep (levels {first}–{last}, {closed_tag}): {} never rose faster than output tok/s between consecutive levels.",
+                view.crossp.metric
+            )),
+            [only] => sentences.push(format!(
+                "CrossP was not measured: the sweep has a single level ({only}, {closed_tag})."
+            )),
+            [] => {}
+        },
+    }
+
+    for s in &view.sizing {
+        if let Some(n) = s.row.replicas {
+            sentences.push(format!(
+                "For {} it takes {} replica{} ({} at {} headroom, {} spare{}).",
+                s.row.target,
+                num(f64::from(n), 0),
+                if n == 1 { "" } else { "s" },
+                s.uses,
+                pct_of_fraction(s.row.headroom),
+                s.row.spares,
+                if s.row.spares == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    sentences.join(" ")
+}
+
+fn concurrency_range(range: [u32; 2]) -> String {
+    if range[0] == range[1] {
+        format!("{} concurrent", range[0])
+    } else {
+        format!("{}–{} concurrent", range[0], range[1])
+    }
+}
+
+/// Builds the template view of one card.
+pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
+    let (arrival_unit, rate_unit, call_rate_unit) = arrival_unit_words(&card.workload_profile);
+    let modes = ModeTags {
+        closed: "closed loop".to_string(),
+        open: match &card.arrival {
+            Some(a) => format!("open loop, {a}"),
+            None => "open loop".to_string(),
+        },
+    };
+    let info = &card.target_info;
+    let conditions = ConditionsView {
+        kind: info.kind.clone(),
+        api: info.api.clone(),
+        model: info.model.clone(),
+        hardware: info.hardware.clone(),
+        runtime: info.runtime.clone(),
+        cost_per_hour: info.cost_per_hour,
+        currency: info.currency.clone(),
+        arrival: card.arrival.clone(),
+        arrival_words: card.arrival.as_deref().map(arrival_words),
+        arrival_unit: arrival_unit.to_string(),
+        rate_unit: rate_unit.to_string(),
+        call_rate_unit: call_rate_unit.to_string(),
+        closed_levels: levels(card),
+    };
+    let search_slos = search_slos(card);
+    let cr_open = card
+        .cr_open
+        .iter()
+        .map(|cr| CrOpenView {
+            slo: cr.slo.clone(),
+            status: cr_open_status(cr).to_string(),
+            rps: cr.rps,
+            failed_at_rps: cr.failed_at_rps,
+            failed_clauses: cr.failed_clauses.clone(),
+            note: cr.note.clone(),
+            at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
+            failed: find_run(card, cr.failed_run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
+        })
+        .collect();
+    let sizing = sizing_views(card, &modes);
+    let sizing_notes = card
+        .sizing
+        .iter()
+        .filter_map(|r| r.note.as_ref().map(|n| format!("{}: {n}", r.target)))
+        .collect();
+    let mut view = CardView {
+        experiment: report.experiment.clone(),
+        description: report.description.clone(),
+        tool_version: report.tool_version.clone(),
+        seed: report.seed,
+        status: report.status.clone(),
+        started_at: report.started_at.clone(),
+        finished_at: report.finished_at.clone(),
+        target: card.target.clone(),
+        workload: card.workload.clone(),
+        file_name: super::card_file_name(card),
+        modes,
+        conditions,
+        profile: profile_lines(&card.workload_profile)
+            .into_iter()
+            .map(|(label, text)| Labelled { label, text })
+            .collect(),
+        tokens: tokens_view(card),
+        slos: card
+            .slos
+            .iter()
+            .map(|s| SloView {
+                name: s.name.clone(),
+                clauses: s.clauses.iter().map(clause_words).collect(),
+            })
+            .collect(),
+        crossp: crossp_view(card),
+        cr_closed: cr_closed_view(card),
+        cr_open,
+        sweep: sweep_rows(card),
+        search: search_rows(card, &search_slos),
+        search_slos,
+        has_task_e2e: card.open.iter().any(|r| r.task_e2e_ms.is_some()),
+        sizing,
+        sizing_notes,
+        notes: card.notes.clone(),
+        errors: error_rows(card),
+        charts: chart_links(card)
+            .into_iter()
+            .map(|(file_name, alt)| ChartLink { file_name, alt })
+            .collect(),
+        reading: String::new(),
+    };
+    view.reading = reading(card, &view);
+    view
+}
+
+// ---------------------------------------------------------------- summary
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryCell {
+    /// The SLO or sizing target this column is for.
+    pub key: String,
+    /// `"reached"`, `"at_least"`, `"not_reached"`, or `"absent"` (not in this card).
+    pub status: String,
+    pub value: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryRow {
+    pub target: String,
+    pub workload: String,
+    pub file_name: String,
+    pub modes: ModeTags,
+    pub rate_unit: String,
+    pub crossp: CrossPView,
+    pub cr_closed: CrClosedView,
+    pub cr_open: Vec<SummaryCell>,
+    pub replicas: Vec<SummaryCell>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryView {
+    pub experiment: String,
+    pub description: Option<String>,
+    pub tool_version: String,
+    pub seed: u64,
+    pub status: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// Column keys: every SLO with a Cr_open, every sizing target, in first-seen order.
+    pub slos: Vec<String>,
+    pub sizing_targets: Vec<String>,
+    pub rows: Vec<SummaryRow>,
+}
+
+fn push_unique(list: &mut Vec<String>, item: &str) {
+    if !list.iter().any(|x| x == item) {
+        list.push(item.to_string());
+    }
+}
+
+pub fn summary_view(report: &CapacityReport) -> SummaryView {
+    let mut slos = Vec::new();
+    let mut sizing_targets = Vec::new();
+    for card in &report.cards {
+        for cr in &card.cr_open {
+            push_unique(&mut slos, &cr.slo);
+        }
+        for row in &card.sizing {
+            push_unique(&mut sizing_targets, &row.target);
+        }
+    }
+    let rows = report
+        .cards
+        .iter()
+        .map(|card| {
+            let view = card_view(report, card);
+            let cr_open = slos
+                .iter()
+                .map(|slo| match card.cr_open.iter().find(|c| &c.slo == slo) {
+                    Some(cr) => SummaryCell {
+                        key: slo.clone(),
+                        status: cr_open_status(cr).to_string(),
+                        value: cr.rps,
+                    },
+                    None => SummaryCell {
+                        key: slo.clone(),
+                        status: "absent".to_string(),
+                        value: None,
+                    },
+                })
+                .collect();
+            let replicas = sizing_targets
+                .iter()
+                .map(|t| match card.sizing.iter().find(|r| &r.target == t) {
+                    Some(row) => SummaryCell {
+                        key: t.clone(),
+                        status: if row.replicas.is_some() {
+                            "reached"
+                        } else {
+                            "not_reached"
+                        }
+                        .to_string(),
+                        value: row.replicas.map(f64::from),
+                    },
+                    None => SummaryCell {
+                        key: t.clone(),
+                        status: "absent".to_string(),
+                        value: None,
+                    },
+                })
+                .collect();
+            SummaryRow {
+                target: card.target.clone(),
+                workload: card.workload.clone(),
+                file_name: view.file_name,
+                modes: view.modes,
+                rate_unit: view.conditions.rate_unit,
+                crossp: view.crossp,
+                cr_closed: view.cr_closed,
+                cr_open,
+                replicas,
+            }
+        })
+        .collect();
+    SummaryView {
+        experiment: report.experiment.clone(),
+        description: report.description.clone(),
+        tool_version: report.tool_version.clone(),
+        seed: report.seed,
+        status: report.status.clone(),
+        started_at: report.started_at.clone(),
+        finished_at: report.finished_at.clone(),
+        slos,
+        sizing_targets,
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::MeasuredTokens;
+    use crate::config::{Dist, Workload};
+    use crate::plan::Mode;
+
+    fn report_with(card: Card) -> CapacityReport {
+        CapacityReport {
+            schema: "capcard/results/v1".into(),
+            experiment: "exp".into(),
+            description: None,
+            tool_version: "0.1.0".into(),
+            seed: 1,
+            status: "complete".into(),
+            started_at: None,
+            finished_at: None,
+            cards: vec![card],
+        }
+    }
+
+    fn empty_card() -> Card {
+        Card {
+            target: "t".into(),
+            workload: "w".into(),
+            target_info: Default::default(),
+            workload_profile: Workload {
+                name: "w".into(),
+                span: None,
+                input_tokens: Dist::fixed(100.0),
+                output_tokens: Dist::fixed(50.0),
+                shared_prefix: None,
+                conversation: None,
+                agent: None,
+            },
+            measured_tokens: None,
+            slos: vec![],
+            arrival: None,
+            closed: vec![],
+            crossp_spec: None,
+            knee_spec: None,
+            crossp: None,
+            cr_closed: None,
+            open: vec![],
+            cr_open: vec![],
+            sizing: vec![],
+            notes: vec![],
+        }
+    }
+
+    fn closed_run(concurrency: u32, tps: f64, ttft_count: u64) -> RunSummary {
+        RunSummary {
+            run_id: format!("c{concurrency}"),
+            mode: Some(Mode::Closed),
+            concurrency: Some(concurrency),
+            output_tokens_per_s: tps,
+            ttft_ms: LatencyStats {
+                count: ttft_count,
+                p50: 40.0,
+                p99: 90.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_statistic_without_samples_is_missing_not_zero() {
+        let mut card = empty_card();
+        card.closed = vec![closed_run(4, 300.0, 0), closed_run(1, 100.0, 10)];
+        let view = card_view(&report_with(card.clone()), &card);
+        let levels: Vec<Option<u32>> = view.sweep.iter().map(|r| r.concurrency).collect();
+        assert_eq!(
+            levels,
+            [Some(1), Some(4)],
+            "sweep rows sorted by concurrency"
+        );
+        assert_eq!(view.sweep[0].ttft_p50_ms, Some(40.0));
+        assert_eq!(view.sweep[1].ttft_p50_ms, None);
+        assert_eq!(view.sweep[1].error_rate, None, "no calls → no error rate");
+    }
+
+    #[test]
+    fn missing_quantities_carry_their_reason() {
+        let card = empty_card();
+        let view = card_view(&report_with(card.clone()), &card);
+        assert_eq!(
+            view.crossp.reason.as_deref(),
+            Some("not measured (no closed-loop sweep)")
+        );
+        assert_eq!(
+            view.cr_closed.reason.as_deref(),
+            Some("not measured (no closed-loop sweep)")
+        );
+        assert!(
+            view.reading.contains("Cr_open not measured"),
+            "{}",
+            view.reading
+        );
+
+        let mut one_level = empty_card();
+        one_level.closed = vec![closed_run(8, 500.0, 10)];
+        let view = card_view(&report_with(one_level.clone()), &one_level);
+        assert_eq!(
+            view.crossp.reason.as_deref(),
+            Some("not measured: a single sweep level (8) has no previous level to compare")
+        );
+
+        let mut swept = empty_card();
+        swept.closed = vec![
+            closed_run(1, 100.0, 10),
+            closed_run(2, 190.0, 10),
+            closed_run(4, 350.0, 10),
+        ];
+        let view = card_view(&report_with(swept.clone()), &swept);
+        assert_eq!(
+            view.crossp.reason.as_deref(),
+            Some("not reached in sweep (levels 1–4)")
+        );
+        assert!(
+            view.reading
+                .contains("CrossP was not reached in the sweep (levels 1–4, closed loop)")
+        );
+    }
+
+    #[test]
+    fn the_reading_tags_every_figure_with_its_mode() {
+        let mut card = empty_card();
+        card.arrival = Some("poisson".into());
+        card.closed = vec![closed_run(16, 1900.0, 10), closed_run(32, 2050.0, 10)];
+        card.cr_closed = Some(CrClosed {
+            range: [16, 32],
+            output_tokens_per_s: [1900.0, 2050.0],
+            requests_per_s: [8.8, 9.5],
+            ttft_p50_ms: [100.0, 200.0],
+            ttft_p99_ms: [300.0, 600.0],
+            e2e_p50_ms: [3000.0, 5000.0],
+            max_output_tokens_per_s: 2050.0,
+            max_at_concurrency: 32,
+            fractions: [0.9, 0.97],
+            saturated: true,
+        });
+        card.cr_open = vec![CrOpen {
+            slo: "interactive".into(),
+            rps: Some(4.0),
+            failed_at_rps: Some(4.4),
+            at_least: false,
+            note: None,
+            run_id: None,
+            failed_run_id: None,
+            failed_clauses: vec!["TTFT p99".into()],
+        }];
+        let view = card_view(&report_with(card.clone()), &card);
+        assert_eq!(
+            view.reading,
+            "Within the `interactive` SLO this replica serves **4.00 req/s** of the `w` profile (open loop, poisson); \
+             at 4.40 req/s it failed (TTFT p99). At saturation it does **2,050 output tok/s** at 32 concurrent \
+             (closed loop); the knee, Cr_closed, spans 16–32 concurrent. CrossP was not reached in the sweep \
+             (levels 16–32, closed loop): TTFT p50 never rose faster than output tok/s between consecutive levels."
+        );
+        assert_eq!(view.sweep[1].marks, ["Cr_closed upper", "X_max"]);
+    }
+
+    #[test]
+    fn token_mismatch_over_five_percent_warns() {
+        let mut card = empty_card();
+        card.measured_tokens = Some(MeasuredTokens {
+            calls: 100,
+            prompt_tokens_requested_mean: 1000.0,
+            prompt_tokens_reported_mean: Some(1040.0),
+            output_tokens_requested_mean: 200.0,
+            output_tokens_mean: 180.0,
+            short_outputs: 7,
+        });
+        let tokens = tokens_view(&card).unwrap();
+        assert!((tokens.prompt_difference_pct.unwrap() - 4.0).abs() < 1e-9);
+        assert_eq!(tokens.warnings.len(), 1, "{:?}", tokens.warnings);
+        assert!(
+            tokens.warnings[0].starts_with("output tokens differ from those requested by -10.0%")
+        );
+        assert!(tokens.warnings[0].ends_with("7 calls ended short"));
+    }
+
+    #[test]
+    fn sizing_rows_name_the_mode_of_the_capacity_they_use() {
+        let mut card = empty_card();
+        card.arrival = Some("gamma cv=2".into());
+        let row = |uses: &str| SizingRow {
+            target: "x".into(),
+            uses: uses.into(),
+            cr_per_replica: None,
+            unit: "req/s".into(),
+            headroom: 0.3,
+            spares: 0,
+            replicas: None,
+            cost_per_hour: None,
+            cost_per_million_output_tokens: None,
+            currency: None,
+            note: None,
+        };
+        card.sizing = vec![row("cr_open:chat"), row("cr_closed")];
+        let view = card_view(&report_with(card.clone()), &card);
+        assert_eq!(view.sizing[0].uses, "Cr_open chat");
+        assert_eq!(view.sizing[0].mode, "open loop, gamma cv=2");
+        assert_eq!(view.sizing[1].mode, "closed loop");
+    }
+}

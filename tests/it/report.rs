@@ -1,0 +1,280 @@
+//! The report stage end to end from a fixed results.json: card and summary
+//! snapshots, results.json round trip, charts, template overrides and errors.
+
+use std::path::PathBuf;
+
+use capcard::analyze::{CapacityReport, Card};
+use capcard::report::{
+    ReportError, Templates, card_file_name, charts, parse_results_json, render_card,
+    render_summary, results_json,
+};
+
+fn fixture_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/results-fixture.json")
+}
+
+fn fixture() -> CapacityReport {
+    let text = std::fs::read_to_string(fixture_path()).expect("fixture readable");
+    parse_results_json(&text).expect("fixture parses")
+}
+
+#[test]
+fn fixture_cards_render_as_snapshots() {
+    let report = fixture();
+    let templates = Templates::builtin();
+    assert_eq!(report.cards.len(), 2);
+    for card in &report.cards {
+        let rendered = render_card(&report, card, &templates).expect("card renders");
+        insta::assert_snapshot!(card_file_name(card), rendered);
+    }
+}
+
+#[test]
+fn summary_renders_as_snapshot() {
+    let report = fixture();
+    let summary = render_summary(&report, &Templates::builtin()).expect("summary renders");
+    insta::assert_snapshot!("summary.md", summary.expect("two cards → a summary"));
+}
+
+#[test]
+fn a_single_card_has_no_summary() {
+    let mut report = fixture();
+    report.cards.truncate(1);
+    assert_eq!(
+        render_summary(&report, &Templates::builtin()).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn re_rendering_is_byte_identical() {
+    let report = fixture();
+    let templates = Templates::builtin();
+    let card = &report.cards[0];
+    let first = render_card(&report, card, &templates).unwrap();
+    let reparsed = parse_results_json(&results_json(&report)).unwrap();
+    let second = render_card(&reparsed, &reparsed.cards[0], &templates).unwrap();
+    assert_eq!(first, second);
+}
+
+#[test]
+fn results_json_round_trips_and_is_stable() {
+    let report = fixture();
+    let text = results_json(&report);
+    assert!(
+        text.ends_with("}\n"),
+        "pretty JSON with one trailing newline"
+    );
+    assert!(text.starts_with(
+        "{\n  \"schema\": \"capcard/results/v1\",\n  \"experiment\": \"support-chat\","
+    ));
+    let back = parse_results_json(&text).unwrap();
+    assert_eq!(back, report);
+    assert_eq!(
+        results_json(&back),
+        text,
+        "serialising twice gives the same bytes"
+    );
+}
+
+#[test]
+fn card_file_names_are_target_and_workload() {
+    let report = fixture();
+    let names: Vec<String> = report.cards.iter().map(card_file_name).collect();
+    assert_eq!(names, ["h100-vllm--chat.md", "what-if--coding-agent.md"]);
+    let odd = Card {
+        target: "a/b".into(),
+        workload: "..".into(),
+        ..report.cards[0].clone()
+    };
+    assert_eq!(card_file_name(&odd), "a_b--__.md");
+}
+
+#[test]
+fn cards_say_what_is_missing_and_never_invent_numbers() {
+    let report = fixture();
+    let agent = render_card(&report, &report.cards[1], &Templates::builtin()).unwrap();
+    assert!(
+        agent.contains("| CrossP | not reached in sweep (levels 1–8) | closed loop | — |"),
+        "{agent}"
+    );
+    assert!(agent.contains("| Cr_open `interactive` | not reached | open loop, poisson |"));
+    assert!(agent.contains(
+        "| Cr_open `batch` | ≥ 0.20 tasks/s (search maximum passed) | open loop, poisson |"
+    ));
+    assert!(agent.contains("Cr_closed is a lower bound"));
+    assert!(
+        agent.contains(
+            "> ⚠ prompt tokens reported by the server differ from those requested by +6.3%"
+        )
+    );
+
+    // A card where nothing was measured: every figure is absent, with its reason.
+    let mut empty = report.cards[0].clone();
+    empty.closed.clear();
+    empty.open.clear();
+    empty.crossp = None;
+    empty.cr_closed = None;
+    empty.cr_open.clear();
+    empty.measured_tokens = None;
+    for row in &mut empty.sizing {
+        row.cr_per_replica = None;
+        row.replicas = None;
+        row.cost_per_hour = None;
+        row.cost_per_million_output_tokens = None;
+    }
+    let text = render_card(&report, &empty, &Templates::builtin()).unwrap();
+    assert!(
+        text.contains("| CrossP | not measured (no closed-loop sweep) | closed loop | — |"),
+        "{text}"
+    );
+    assert!(text.contains("| Cr_closed | not measured (no closed-loop sweep) | closed loop | — |"));
+    assert!(text.contains("| Cr_open | not measured (no open-loop search) | open loop | — |"));
+    assert!(text.contains("Measured token counts: not measured"));
+    assert!(text.contains("No charts: nothing was measured to plot."));
+    assert!(
+        !text.contains(" 0 ms") && !text.contains("| 0 |") && !text.contains("0.00 req/s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn charts_are_deterministic_and_labelled() {
+    let report = fixture();
+    let chat = &report.cards[0];
+    let first = charts(chat);
+    assert_eq!(first, charts(chat), "same card → same bytes");
+    let names: Vec<&str> = first.iter().map(|c| c.file_name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["h100-vllm--chat--closed.svg", "h100-vllm--chat--open.svg"]
+    );
+
+    let closed = &first[0].svg;
+    assert!(closed.starts_with("<svg"), "{closed}");
+    for label in [
+        "h100-vllm × chat — closed loop (fixed concurrency)",
+        "concurrency (log2)",
+        "output tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "CrossP 16 (zone 8–16)",
+        "Cr_closed 32–64 concurrent",
+        "\n128\n</text>",
+        "\n2,000\n</text>",
+    ] {
+        assert!(closed.contains(label), "closed chart lacks {label:?}");
+    }
+    let open = &first[1].svg;
+    for label in [
+        "open loop (poisson)",
+        "arrival rate (RPS)",
+        "E2E p99",
+        "interactive: TTFT p99 ≤ 1 s",
+        "interactive: TTFT p50 ≤ 300 ms",
+        "batch: E2E p95 ≤ 120 s",
+        "Cr_open interactive: 4.00 RPS",
+        "Cr_open batch: 8.00 RPS",
+    ] {
+        assert!(open.contains(label), "open chart lacks {label:?}");
+    }
+
+    let agent = charts(&report.cards[1]);
+    assert_eq!(agent.len(), 2);
+    assert!(agent[1].svg.contains("Cr_open batch: ≥ 0.20 RPS"));
+    assert!(
+        !agent[1].svg.contains("Cr_open interactive"),
+        "a null Cr_open is not drawn"
+    );
+    assert!(
+        !agent[0].svg.contains("CrossP"),
+        "CrossP not reached: no zone drawn"
+    );
+
+    let mut nothing = chat.clone();
+    nothing.closed.clear();
+    nothing.open.clear();
+    assert!(charts(&nothing).is_empty());
+}
+
+#[test]
+fn a_custom_card_template_replaces_the_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mine.md.j2");
+    std::fs::write(
+        &path,
+        "{{ view.target }}: {{ view.cr_open[0].rps | rps }} {{ view.conditions.rate_unit }}\n",
+    )
+    .unwrap();
+    let report = fixture();
+    let templates = Templates::with_card_template(&path).unwrap();
+    assert_eq!(
+        render_card(&report, &report.cards[0], &templates).unwrap(),
+        "h100-vllm: 4.00 req/s\n"
+    );
+    // The summary stays built-in.
+    assert!(
+        render_summary(&report, &templates)
+            .unwrap()
+            .unwrap()
+            .starts_with("# Capacity summary")
+    );
+}
+
+#[test]
+fn a_template_directory_overrides_only_what_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("summary-card.md.j2"),
+        "{{ view.rows | length }} cards\n",
+    )
+    .unwrap();
+    let report = fixture();
+    let templates = Templates::load(Some(dir.path())).unwrap();
+    assert_eq!(
+        render_summary(&report, &templates).unwrap().unwrap(),
+        "2 cards\n"
+    );
+    let card = render_card(&report, &report.cards[0], &templates).unwrap();
+    assert!(card.starts_with("# Capacity card: `h100-vllm` × `chat`"));
+    assert_eq!(
+        card,
+        render_card(&report, &report.cards[0], &Templates::load(None).unwrap()).unwrap()
+    );
+}
+
+#[test]
+fn unreadable_or_broken_templates_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.md.j2");
+    let err = Templates::with_card_template(&missing).unwrap_err();
+    assert!(matches!(err, ReportError::TemplateRead { .. }));
+    let message = err.to_string();
+    assert!(
+        message.starts_with("cannot read template ") && message.contains("nope.md.j2"),
+        "{message}"
+    );
+
+    let broken = dir.path().join("broken.md.j2");
+    std::fs::write(&broken, "{% for x in %}\n").unwrap();
+    let err = Templates::with_card_template(&broken).unwrap_err();
+    assert!(matches!(err, ReportError::Template { .. }));
+    assert!(err.to_string().contains("broken.md.j2"), "{err}");
+
+    // A typo in a field is an error naming the template, not an empty cell.
+    let typo = dir.path().join("typo.md.j2");
+    std::fs::write(&typo, "{{ view.crosp }}\n").unwrap();
+    let templates = Templates::with_card_template(&typo).unwrap();
+    let report = fixture();
+    let err = render_card(&report, &report.cards[0], &templates).unwrap_err();
+    assert!(err.to_string().contains("typo.md.j2"), "{err}");
+}
+
+#[test]
+fn results_of_another_schema_are_refused() {
+    let err = parse_results_json(r#"{"schema": "capcard/results/v9", "cards": []}"#).unwrap_err();
+    assert!(matches!(err, ReportError::Schema { .. }));
+    assert!(err.to_string().contains("capcard/results/v9"));
+    let err = parse_results_json("{ not json").unwrap_err();
+    assert!(matches!(err, ReportError::Json(_)));
+}
