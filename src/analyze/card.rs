@@ -600,4 +600,23 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["schema"], "capcard/results/v1");
     }
+
+    #[test]
+    fn results_json_round_trips() {
+        // `capcard report` reads results.json back: every card field must survive.
+        let exp = experiment();
+        let open = vec![open_run(0.5, false), open_run(1.0, false)];
+        let card = build_card(&exp, &target(), &workload(), None, closed_sweep(), open);
+        let report = build_report(&exp, vec![card], "partial", None, None);
+        let text = serde_json::to_string_pretty(&report).unwrap();
+        let back: CapacityReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, report);
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let card = &json["cards"][0];
+        assert_eq!(card["crossp"]["zone"], serde_json::json!([4, 8]));
+        assert_eq!(card["cr_open"][0]["rps"], serde_json::Value::Null);
+        assert_eq!(card["cr_open"][0]["failed_at_rps"], 0.5);
+        assert_eq!(card["sizing"][0]["replicas"], serde_json::Value::Null);
+        assert_eq!(card["open"][0]["slo_pass"]["interactive"], false);
+    }
 }
