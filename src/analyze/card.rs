@@ -1,1 +1,622 @@
-//! Assembling one [`Card`](super::Card) from run summaries.
+//! Assembling one [`Card`] from run summaries, and the [`CapacityReport`]
+//! (`results.json`) from cards.
+//!
+//! Everything a card states is derived here from the summaries and the
+//! experiment, so `capcard run` and `capcard report` (which recomputes from
+//! journals) produce the same card. Where something is missing or
+//! questionable the card does not stay silent: [`Card::notes`] says it in
+//! plain language (a quantity not reached, an unsaturated sweep, short
+//! outputs, errors, an interrupted run, a lagging generator).
+
+use std::collections::BTreeMap;
+
+use crate::TOOL_VERSION;
+use crate::config::{Api, Experiment, RateSelection, Target, TargetKind, Workload};
+
+use super::search::{cr_open, fmt_rate};
+use super::slo::format_fraction;
+use super::{
+    CapacityReport, Card, CrossP, MeasuredTokens, RunSummary, TargetInfo, crossp, knee, sizing,
+};
+
+/// The `schema` of `results.json`.
+pub const RESULTS_SCHEMA: &str = "capcard/results/v1";
+
+/// Relative gap between reported and requested prompt tokens worth a note.
+const PROMPT_TOKEN_MISMATCH: f64 = 0.02;
+
+/// One card for `target` × `workload`. `model` is the model id actually sent
+/// (from the journals), which overrides the target's configured one.
+/// `closed` and `open` may come in any order; the card sorts them.
+pub fn build_card(
+    experiment: &Experiment,
+    target: &Target,
+    workload: &Workload,
+    model: Option<String>,
+    closed: Vec<RunSummary>,
+    open: Vec<RunSummary>,
+) -> Card {
+    let mut closed = closed;
+    closed.sort_by_key(|s| s.concurrency);
+    let mut open = open;
+    open.sort_by(|a, b| {
+        a.rate_rps
+            .unwrap_or(0.0)
+            .total_cmp(&b.rate_rps.unwrap_or(0.0))
+    });
+
+    let crossp_spec = experiment.closed.as_ref().map(|c| c.crossp);
+    let knee_spec = experiment.closed.as_ref().map(|c| c.knee);
+    let crossp = crossp::crossp(&closed, &crossp_spec.unwrap_or_default());
+    let cr_closed = knee::cr_closed(&closed, &knee_spec.unwrap_or_default());
+    let max_rps = match experiment.open.as_ref().map(|o| &o.rates) {
+        Some(RateSelection::Search { max, .. }) => Some(max.0),
+        _ => None,
+    };
+    let cr_open: Vec<_> = if open.is_empty() {
+        vec![]
+    } else {
+        experiment
+            .slos
+            .iter()
+            .map(|slo| cr_open(&open, &slo.name, max_rps))
+            .collect()
+    };
+    let sizing = experiment
+        .sizing
+        .as_ref()
+        .map(|spec| sizing::size(spec, &cr_open, cr_closed.as_ref(), target.cost.as_ref()))
+        .unwrap_or_default();
+
+    let mut card = Card {
+        target: target.name.clone(),
+        workload: workload.name.clone(),
+        target_info: target_info(target, model),
+        workload_profile: workload.clone(),
+        measured_tokens: measured_tokens(closed.iter().chain(&open)),
+        slos: experiment.slos.clone(),
+        arrival: experiment.open.as_ref().map(|o| o.arrival.label()),
+        closed,
+        crossp_spec,
+        knee_spec,
+        crossp,
+        cr_closed,
+        open,
+        cr_open,
+        sizing,
+        notes: vec![],
+    };
+    card.notes = notes(experiment, &card);
+    card
+}
+
+/// The `results.json` model. `status` is `"complete"`, `"interrupted"` or
+/// `"partial"`; timestamps are RFC 3339 strings from the runner.
+pub fn build_report(
+    experiment: &Experiment,
+    cards: Vec<Card>,
+    status: &str,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+) -> CapacityReport {
+    CapacityReport {
+        schema: RESULTS_SCHEMA.to_string(),
+        experiment: experiment.name.clone(),
+        description: experiment.description.clone(),
+        tool_version: TOOL_VERSION.to_string(),
+        seed: experiment.seed,
+        status: status.to_string(),
+        started_at,
+        finished_at,
+        cards,
+    }
+}
+
+fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
+    TargetInfo {
+        kind: match &target.kind {
+            TargetKind::Endpoint { base_url } => format!("endpoint {base_url}"),
+            TargetKind::Sim { preset, .. } => format!("sim {preset}"),
+        },
+        api: match target.api {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+        .to_string(),
+        model: model.or_else(|| target.model.clone()),
+        hardware: target.hardware.clone(),
+        runtime: target.runtime.clone(),
+        cost_per_hour: target.cost.as_ref().map(|c| c.per_hour),
+        currency: target.cost.as_ref().map(|c| c.currency.clone()),
+    }
+}
+
+/// Token counts over every measured call of the card, each run weighted by
+/// its successful calls. `None` when no call succeeded.
+fn measured_tokens<'a>(runs: impl Iterator<Item = &'a RunSummary>) -> Option<MeasuredTokens> {
+    let runs: Vec<&RunSummary> = runs.filter(|s| s.requests > 0).collect();
+    let calls: u64 = runs.iter().map(|s| s.requests).sum();
+    if calls == 0 {
+        return None;
+    }
+    let weighted = |f: fn(&RunSummary) -> f64| {
+        runs.iter().map(|s| f(s) * s.requests as f64).sum::<f64>() / calls as f64
+    };
+    let reported: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|s| {
+            s.prompt_tokens_reported_mean
+                .map(|m| (m, s.requests as f64))
+        })
+        .collect();
+    let reported_calls: f64 = reported.iter().map(|&(_, n)| n).sum();
+    Some(MeasuredTokens {
+        calls,
+        prompt_tokens_requested_mean: weighted(|s| s.prompt_tokens_requested_mean),
+        prompt_tokens_reported_mean: (reported_calls > 0.0)
+            .then(|| reported.iter().map(|&(m, n)| m * n).sum::<f64>() / reported_calls),
+        output_tokens_requested_mean: weighted(|s| s.output_tokens_requested_mean),
+        output_tokens_mean: weighted(|s| s.output_tokens_mean),
+        short_outputs: runs.iter().map(|s| s.short_outputs).sum(),
+    })
+}
+
+/// The card's plain-language notes, most important first.
+fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
+    let mut notes = vec![];
+    let crossp_spec = card.crossp_spec.unwrap_or_default();
+    let levels: Vec<u32> = card.closed.iter().filter_map(|s| s.concurrency).collect();
+
+    // Closed loop: CrossP and Cr_closed.
+    if card.closed.is_empty() {
+        if experiment.closed.is_some() {
+            notes.push("no closed runs measured: CrossP and Cr_closed are unavailable".to_string());
+        }
+    } else if card.crossp.is_none() {
+        let what = format!("{} {}", crossp_spec.metric.as_str(), crossp_spec.stat.key());
+        notes.push(match levels.as_slice() {
+            [only] => format!("CrossP needs at least two sweep levels; only c={only} was measured"),
+            _ if !crossp::has_statistic(&card.closed, &crossp_spec) => {
+                format!("CrossP unavailable: {what} was not computed for the sweep")
+            }
+            [first, .., last] => format!(
+                "CrossP not reached in sweep ({first}..{last}): {what} never grew faster than output tokens/s"
+            ),
+            [] => "CrossP unavailable: no closed level has a concurrency".to_string(),
+        });
+    }
+    if let Some(CrossP {
+        delta_throughput_pct,
+        concurrency,
+        ..
+    }) = &card.crossp
+    {
+        if *delta_throughput_pct < 0.0 {
+            notes.push(format!(
+                "CrossP at c={concurrency} comes from a throughput drop ({}%): check the sweep for noise",
+                fmt_rate(*delta_throughput_pct)
+            ));
+        }
+    }
+    match &card.cr_closed {
+        Some(knee) if !knee.saturated => {
+            let gain = knee::last_gain_pct(&card.closed)
+                .map(|(prev, last, pct)| format!(" (c={last}: {:+.0}% over c={prev})", pct))
+                .unwrap_or_default();
+            notes.push(format!(
+                "Cr_closed: throughput still rising at the largest level{gain} — saturation not \
+                 reached; extend the sweep"
+            ));
+        }
+        None if !card.closed.is_empty() => {
+            notes.push("Cr_closed unavailable: no closed level produced output tokens".to_string());
+        }
+        _ => {}
+    }
+
+    // Open loop: Cr_open per SLO.
+    if card.open.is_empty() {
+        if experiment.open.is_some() && !experiment.slos.is_empty() {
+            notes.push("no open runs measured: Cr_open is unavailable".to_string());
+        }
+    } else if experiment.slos.is_empty() {
+        notes.push("open runs measured but no SLO declared: Cr_open needs an SLO".to_string());
+    }
+    for c in &card.cr_open {
+        match (&c.rps, &c.note) {
+            (None, Some(note)) => notes.push(format!("Cr_open for {} not reached: {note}", c.slo)),
+            (Some(_), Some(note)) => notes.push(format!("Cr_open for {}: {note}", c.slo)),
+            _ => {}
+        }
+    }
+
+    // Conditions of the measurement.
+    let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
+    for s in &runs {
+        if s.incomplete {
+            notes.push(format!("run {} is incomplete (interrupted)", s.run_id));
+        }
+    }
+    for s in &runs {
+        if s.generator_lagging {
+            notes.push(format!(
+                "generator fell behind its schedule in run {}: its latencies include client lag",
+                s.run_id
+            ));
+        }
+    }
+    let errors: u64 = runs.iter().map(|s| s.errors).sum();
+    let calls: u64 = runs.iter().map(|s| s.requests + s.errors).sum();
+    if errors > 0 {
+        let mut by_class: BTreeMap<&str, u64> = BTreeMap::new();
+        for s in &runs {
+            for (class, n) in &s.errors_by_class {
+                *by_class.entry(class.as_str()).or_insert(0) += n;
+            }
+        }
+        let classes: Vec<String> = by_class.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let in_runs: Vec<&str> = runs
+            .iter()
+            .filter(|s| s.errors > 0)
+            .map(|s| s.run_id.as_str())
+            .collect();
+        notes.push(format!(
+            "{errors} of {calls} measured calls failed ({}), in {}",
+            classes.join(", "),
+            if in_runs.len() == 1 {
+                format!("run {}", in_runs[0])
+            } else {
+                format!("{} runs: {}", in_runs.len(), in_runs.join(", "))
+            }
+        ));
+    }
+    let cancelled: u64 = runs.iter().map(|s| s.cancelled).sum();
+    if cancelled > 0 {
+        notes.push(format!(
+            "{cancelled} measured calls were cancelled by the client (interruption or drain \
+             deadline); they are not counted as endpoint errors"
+        ));
+    }
+    if let Some(tokens) = &card.measured_tokens {
+        if tokens.short_outputs > 0 {
+            notes.push(format!(
+                "{} of {} calls returned fewer tokens than requested",
+                tokens.short_outputs, tokens.calls
+            ));
+        }
+        if let Some(reported) = tokens.prompt_tokens_reported_mean {
+            let requested = tokens.prompt_tokens_requested_mean;
+            if requested > 0.0 && ((reported - requested) / requested).abs() > PROMPT_TOKEN_MISMATCH
+            {
+                notes.push(format!(
+                    "the server counted {} prompt tokens per call on average vs {} requested ({:+.1}%)",
+                    fmt_rate(reported),
+                    fmt_rate(requested),
+                    100.0 * (reported - requested) / requested
+                ));
+            }
+        }
+    }
+    let not_kept_up: Vec<String> = card
+        .open
+        .iter()
+        .filter(|s| s.kept_up == Some(false))
+        .map(|s| {
+            let rate = s.rate_rps.map(fmt_rate).unwrap_or_default();
+            match s.completed_fraction {
+                Some(f) => format!("{rate} rps ({} completed)", format_fraction(f)),
+                None => format!("{rate} rps"),
+            }
+        })
+        .collect();
+    if !not_kept_up.is_empty() {
+        notes.push(format!(
+            "the replica did not keep up with the arrivals at {}",
+            not_kept_up.join(", ")
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::analyze::crossp::tests::level;
+    use crate::analyze::slo::SloVerdict;
+    use crate::config::{
+        Arrival, ClosedSpec, Cost, CrossPSpec, Dist, Fraction, KneeSpec, LatencyMetric, OpenSpec,
+        RatePerS, SimFaults, SizingSpec, SizingTarget, Slo, SloClause, Stat, StopRule,
+    };
+
+    fn experiment() -> Experiment {
+        Experiment {
+            name: "support-chat".into(),
+            description: Some("Support chat".into()),
+            seed: 7,
+            targets: vec![target()],
+            workloads: vec![workload()],
+            slos: vec![Slo {
+                name: "interactive".into(),
+                span: None,
+                clauses: vec![SloClause::Latency {
+                    metric: LatencyMetric::Ttft,
+                    stat: Stat::Percentile(99.0),
+                    limit: Duration::from_secs(1),
+                }],
+            }],
+            closed: Some(ClosedSpec {
+                levels: vec![1, 2, 4, 8],
+                stop: StopRule::Duration(Duration::from_secs(60)),
+                warmup: Duration::from_secs(10),
+                crossp: CrossPSpec::default(),
+                knee: KneeSpec::default(),
+            }),
+            open: Some(OpenSpec {
+                arrival: Arrival::Poisson,
+                rates: RateSelection::Search {
+                    min: RatePerS(0.5),
+                    max: RatePerS(64.0),
+                    precision: Fraction(0.05),
+                },
+                stop: StopRule::Duration(Duration::from_secs(120)),
+                warmup: Duration::from_secs(15),
+            }),
+            sizing: Some(SizingSpec {
+                targets: vec![
+                    SizingTarget::Rps {
+                        rps: RatePerS(150.0),
+                        slo: "interactive".into(),
+                    },
+                    SizingTarget::OutputTokensPerS {
+                        tokens_per_s: 500_000.0,
+                    },
+                ],
+                headroom: Fraction(0.3),
+                spares: 1,
+            }),
+            base_dir: None,
+        }
+    }
+
+    fn target() -> Target {
+        Target {
+            name: "what-if".into(),
+            span: None,
+            kind: TargetKind::Sim {
+                preset: "h100-llama3-8b".into(),
+                faults: SimFaults::default(),
+            },
+            api: Api::Chat,
+            model: None,
+            api_key_env: None,
+            timeout: Duration::from_secs(120),
+            hardware: Some("1x H100 SXM 80GB".into()),
+            runtime: None,
+            cost: Some(Cost {
+                per_hour: 2.0,
+                currency: "EUR".into(),
+            }),
+        }
+    }
+
+    fn workload() -> Workload {
+        Workload {
+            name: "chat".into(),
+            span: None,
+            input_tokens: Dist::fixed(600.0),
+            output_tokens: Dist::fixed(200.0),
+            shared_prefix: None,
+            conversation: None,
+            agent: None,
+        }
+    }
+
+    fn closed_sweep() -> Vec<RunSummary> {
+        let mut sweep = vec![
+            level(8, 40.0, 1900.0),
+            level(1, 20.0, 400.0),
+            level(4, 25.0, 1500.0),
+            level(2, 21.0, 790.0),
+        ];
+        for s in &mut sweep {
+            s.prompt_tokens_requested_mean = 600.0;
+            s.prompt_tokens_reported_mean = Some(600.0);
+            s.output_tokens_requested_mean = 200.0;
+            s.output_tokens_mean = 200.0;
+        }
+        sweep
+    }
+
+    fn open_run(rate: f64, pass: bool) -> RunSummary {
+        RunSummary {
+            run_id: format!("what-if--chat--r{rate:.3}"),
+            rate_rps: Some(rate),
+            requests: 600,
+            kept_up: Some(pass),
+            completed_fraction: Some(if pass { 1.0 } else { 0.8 }),
+            slo_pass: BTreeMap::from([("interactive".into(), pass)]),
+            slo_verdicts: BTreeMap::from([(
+                "interactive".into(),
+                SloVerdict {
+                    pass,
+                    ..SloVerdict::default()
+                },
+            )]),
+            prompt_tokens_requested_mean: 600.0,
+            prompt_tokens_reported_mean: Some(600.0),
+            output_tokens_requested_mean: 200.0,
+            output_tokens_mean: 200.0,
+            ..RunSummary::default()
+        }
+    }
+
+    #[test]
+    fn full_card() {
+        let exp = experiment();
+        let open = vec![
+            open_run(8.0, false),
+            open_run(4.0, true),
+            open_run(6.0, true),
+            open_run(7.0, false),
+        ];
+        let card = build_card(
+            &exp,
+            &target(),
+            &workload(),
+            Some("llama".into()),
+            closed_sweep(),
+            open,
+        );
+
+        assert_eq!(card.target_info.kind, "sim h100-llama3-8b");
+        assert_eq!(card.target_info.api, "chat");
+        assert_eq!(card.target_info.model.as_deref(), Some("llama"));
+        assert_eq!(card.target_info.cost_per_hour, Some(2.0));
+        assert_eq!(card.arrival.as_deref(), Some("poisson"));
+        let levels: Vec<u32> = card.closed.iter().filter_map(|s| s.concurrency).collect();
+        assert_eq!(levels, vec![1, 2, 4, 8]);
+        let rates: Vec<f64> = card.open.iter().filter_map(|s| s.rate_rps).collect();
+        assert_eq!(rates, vec![4.0, 6.0, 7.0, 8.0]);
+
+        // 4 → 8: TTFT +60% > tokens/s +26.7%.
+        assert_eq!(card.crossp.as_ref().unwrap().zone, [4, 8]);
+        let knee = card.cr_closed.as_ref().unwrap();
+        assert_eq!(knee.range, [8, 8]);
+        assert!(!knee.saturated);
+
+        assert_eq!(card.cr_open.len(), 1);
+        assert_eq!(card.cr_open[0].rps, Some(6.0));
+        assert_eq!(card.cr_open[0].failed_at_rps, Some(7.0));
+
+        // 150 / (6 × 0.7) = 35.7 → 36 + 1; 500000 / (1900 × 0.7) = 375.9 → 376 + 1.
+        assert_eq!(card.sizing[0].replicas, Some(37));
+        assert_eq!(card.sizing[0].cost_per_hour, Some(74.0));
+        assert_eq!(card.sizing[1].replicas, Some(377));
+
+        let tokens = card.measured_tokens.as_ref().unwrap();
+        assert_eq!(tokens.calls, 4 * 100 + 4 * 600);
+        assert_eq!(tokens.prompt_tokens_reported_mean, Some(600.0));
+
+        assert_eq!(
+            card.notes,
+            vec![
+                "Cr_closed: throughput still rising at the largest level (c=8: +27% over c=4) — \
+                 saturation not reached; extend the sweep"
+                    .to_string(),
+                "the replica did not keep up with the arrivals at 7 rps (80% completed), 8 rps (80% completed)"
+                    .to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn notes_for_missing_and_questionable_data() {
+        let exp = experiment();
+        let mut sweep = vec![
+            level(1, 20.0, 100.0),
+            level(2, 21.0, 200.0),
+            level(4, 22.0, 400.0),
+        ];
+        sweep[1].short_outputs = 3;
+        sweep[1].errors = 12;
+        sweep[1].errors_by_class =
+            BTreeMap::from([("timeout".into(), 10), ("http-status".into(), 2)]);
+        sweep[2].incomplete = true;
+        sweep[2].cancelled = 4;
+        for s in &mut sweep {
+            s.prompt_tokens_requested_mean = 600.0;
+            s.prompt_tokens_reported_mean = Some(600.0);
+        }
+        let mut open = vec![open_run(0.5, false), open_run(1.0, false)];
+        open[1].generator_lagging = true;
+        for s in &mut open {
+            s.prompt_tokens_reported_mean = Some(660.0);
+        }
+        let card = build_card(&exp, &target(), &workload(), None, sweep, open);
+
+        let notes = card.notes.join("\n");
+        for expected in [
+            "CrossP not reached in sweep (1..4): ttft p50 never grew faster than output tokens/s",
+            "Cr_closed: throughput still rising at the largest level (c=4: +100% over c=2)",
+            "Cr_open for interactive not reached: even 0.5 rps, the lowest rate tested, failed",
+            "run t--w--c0004 is incomplete (interrupted)",
+            "generator fell behind its schedule in run what-if--chat--r1.000",
+            "12 of 1512 measured calls failed (http-status 2, timeout 10), in run t--w--c0002",
+            "4 measured calls were cancelled by the client",
+            "3 of 1500 calls returned fewer tokens than requested",
+            "the server counted 648 prompt tokens per call on average vs 600 requested (+8.0%)",
+        ] {
+            assert!(
+                notes.contains(expected),
+                "missing {expected:?} in:\n{notes}"
+            );
+        }
+        assert_eq!(card.sizing[0].replicas, None);
+        assert_eq!(card.target_info.model, None);
+    }
+
+    #[test]
+    fn no_runs_and_single_level() {
+        let exp = experiment();
+        let card = build_card(&exp, &target(), &workload(), None, vec![], vec![]);
+        assert_eq!(card.measured_tokens, None);
+        assert!(card.cr_open.is_empty());
+        assert_eq!(
+            card.notes,
+            vec![
+                "no closed runs measured: CrossP and Cr_closed are unavailable".to_string(),
+                "no open runs measured: Cr_open is unavailable".to_string(),
+            ]
+        );
+        let card = build_card(
+            &exp,
+            &target(),
+            &workload(),
+            None,
+            vec![level(8, 20.0, 100.0)],
+            vec![],
+        );
+        assert!(card.notes[0].starts_with("CrossP needs at least two sweep levels; only c=8"));
+    }
+
+    #[test]
+    fn report_envelope() {
+        let exp = experiment();
+        let report = build_report(
+            &exp,
+            vec![],
+            "complete",
+            Some("2026-01-01T00:00:00Z".into()),
+            None,
+        );
+        assert_eq!(report.schema, "capcard/results/v1");
+        assert_eq!(report.experiment, "support-chat");
+        assert_eq!(report.description.as_deref(), Some("Support chat"));
+        assert_eq!(report.tool_version, TOOL_VERSION);
+        assert_eq!(report.seed, 7);
+        assert_eq!(report.status, "complete");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["schema"], "capcard/results/v1");
+    }
+
+    #[test]
+    fn results_json_round_trips() {
+        // `capcard report` reads results.json back: every card field must survive.
+        let exp = experiment();
+        let open = vec![open_run(0.5, false), open_run(1.0, false)];
+        let card = build_card(&exp, &target(), &workload(), None, closed_sweep(), open);
+        let report = build_report(&exp, vec![card], "partial", None, None);
+        let text = serde_json::to_string_pretty(&report).unwrap();
+        let back: CapacityReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, report);
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let card = &json["cards"][0];
+        assert_eq!(card["crossp"]["zone"], serde_json::json!([4, 8]));
+        assert_eq!(card["cr_open"][0]["rps"], serde_json::Value::Null);
+        assert_eq!(card["cr_open"][0]["failed_at_rps"], 0.5);
+        assert_eq!(card["sizing"][0]["replicas"], serde_json::Value::Null);
+        assert_eq!(card["open"][0]["slo_pass"]["interactive"], false);
+    }
+}

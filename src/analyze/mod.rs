@@ -20,7 +20,13 @@ use serde::{Deserialize, Serialize};
 use crate::config::{CrossPSpec, KneeSpec, Slo, Workload};
 use crate::plan::Mode;
 
-pub use summary::summarize;
+pub use card::{build_card, build_report};
+pub use crossp::crossp;
+pub use knee::cr_closed;
+pub use search::{Search, cr_open, needs_longer, start_estimate};
+pub use sizing::size;
+pub use slo::{ClauseVerdict, SloVerdict};
+pub use summary::{summarize, summarize_with};
 
 /// Latency distribution of one metric in one run, in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,10 +62,15 @@ pub struct RunSummary {
     pub offered: Option<u64>,
     /// Measured (post-warmup) calls that succeeded.
     pub requests: u64,
-    /// Measured calls that failed, all classes.
+    /// Measured calls that failed, all classes except `cancelled`.
     pub errors: u64,
     pub errors_by_class: BTreeMap<String, u64>,
-    /// Measured tasks (conversations / agent tasks) completed; = requests for single calls.
+    /// Measured calls aborted by the client (Ctrl-C, drain deadline): not an
+    /// error of the endpoint, but shown.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Measured tasks (conversations / agent tasks) that completed without a
+    /// failed call; = requests for single calls.
     pub tasks: u64,
     /// Length of the measured window, seconds.
     pub window_s: f64,
@@ -98,6 +109,13 @@ pub struct RunSummary {
     /// Open loop: completed/offered ≥ 95% and no growing backlog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_up: Option<bool>,
+    /// Open loop: tasks completed successfully in the window / `offered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_fraction: Option<f64>,
+    /// Open loop: calls in flight grew over the window (see `summary`);
+    /// `None` when there were too few in-flight samples to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog_growing: Option<bool>,
     pub generator_lagging: bool,
     /// The journal had no footer or the run was interrupted.
     pub incomplete: bool,
@@ -129,7 +147,8 @@ pub struct CrClosed {
     pub max_at_concurrency: u32,
     /// The fractions used (defaults 0.9, 0.97).
     pub fractions: [f64; 2],
-    /// The largest level still gained ≥ lower fraction: saturation may not be reached.
+    /// The largest level gained < 5% output tokens/s over the one before it
+    /// (see `knee`); `false` = saturation not reached in the sweep.
     pub saturated: bool,
 }
 
@@ -165,7 +184,7 @@ pub struct SizingRow {
     pub spares: u32,
     pub replicas: Option<u32>,
     pub cost_per_hour: Option<f64>,
-    /// From Cr_closed throughput (at the knee's upper end).
+    /// Per replica at Cr_closed's lower end (see `sizing`), whatever the target.
     pub cost_per_million_output_tokens: Option<f64>,
     pub currency: Option<String>,
     pub note: Option<String>,
