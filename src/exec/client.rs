@@ -26,7 +26,8 @@ use super::progress::Live;
 use super::record::{ErrorClass, RequestRecord};
 use super::sse::SseDecoder;
 use super::stream::{
-    CallId, CallTimes, EventVerdict, StreamEnd, StreamObserver, error_message, truncate_detail,
+    CallId, CallTimes, EventVerdict, StreamEnd, StreamObserver, error_message, ms_since,
+    truncate_detail,
 };
 
 /// Largest error body read from a non-2xx response.
@@ -115,19 +116,21 @@ pub(crate) struct Abort<'a> {
 }
 
 /// Send one prepared call at `scheduled` (waiting for it if it is in the
-/// future) and record what happened. `None` if the run was aborted before
-/// the call was sent: an unsent call is not a request. The instant returned
-/// is when the call ended.
+/// future; `None` = now, and the send instant is the scheduled one) and
+/// record what happened. `None` if the run was aborted before
+/// the call was sent: an unsent call is not a request.
 pub(crate) async fn perform_call(
     target: &HttpTarget,
     body: Bytes,
     id: CallId,
-    scheduled: Instant,
+    scheduled: Option<Instant>,
     t0: Instant,
     abort: &Abort<'_>,
     live: &Live,
-) -> Option<(RequestRecord, Instant)> {
-    if scheduled > Instant::now() {
+) -> Option<SentCall> {
+    if let Some(scheduled) = scheduled
+        && scheduled > Instant::now()
+    {
         tokio::select! {
             biased;
             _ = abort.token.cancelled() => return None,
@@ -137,8 +140,9 @@ pub(crate) async fn perform_call(
     if abort.token.is_cancelled() {
         return None;
     }
-    let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1e3;
+    let ms = |t: Instant| ms_since(t0, t);
     let sent = Instant::now();
+    let scheduled = scheduled.unwrap_or(sent);
     live.inflight.fetch_add(1, Ordering::Relaxed);
     let mut observer = StreamObserver::new();
     let mut http_status = None;
@@ -178,7 +182,18 @@ pub(crate) async fn perform_call(
         })
         .await;
     }
-    Some((record, completed))
+    Some(SentCall {
+        record,
+        scheduled,
+        completed,
+    })
+}
+
+/// A call that was sent, its record and its instants.
+pub(crate) struct SentCall {
+    pub record: RequestRecord,
+    pub scheduled: Instant,
+    pub completed: Instant,
 }
 
 /// The request and its stream. Returns how it ended, when, and, after a
@@ -191,7 +206,7 @@ async fn stream_call(
     http_status: &mut Option<u16>,
     live: &Live,
 ) -> (StreamEnd, Instant, Option<reqwest::Response>) {
-    let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1e3;
+    let ms = |t: Instant| ms_since(t0, t);
     let mut request = target
         .client
         .post(target.url.clone())

@@ -49,7 +49,9 @@
 //! **End of a run.** Tasks in flight when starting stops run to their end, so
 //! no measured call is cut short by the clock; but not for ever: at the
 //! *drain deadline* (the window's planned end, or the moment starting stopped,
-//! plus the per-request timeout) whatever is still in flight is aborted and
+//! plus the per-request timeout and a [`DRAIN_GRACE`](runner::DRAIN_GRACE) of
+//! 1 s, so single calls end by their own timeout) whatever is still in flight
+//! is aborted and
 //! recorded as `cancelled`. Ctrl-C (the runner cancels
 //! [`RunOptions::cancel`]) stops starting and aborts in-flight calls at once,
 //! recording them as `cancelled`; the footer says `interrupted` and everything

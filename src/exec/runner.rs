@@ -18,7 +18,7 @@ use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
 use super::request::{RequestSource, api_path, build_body};
-use super::stream::CallId;
+use super::stream::{CallId, ms_since, round_us};
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
 use crate::config::{Api, StopRule};
 use crate::plan::{Load, RunPlan};
@@ -27,6 +27,10 @@ use crate::workload::{CallSpec, Task, TaskSpec};
 /// How far ahead of its scheduled instant an open-loop arrival is spawned, to
 /// render its body and be parked on the timer when its instant comes.
 pub const DISPATCH_LEAD: Duration = Duration::from_millis(30);
+/// Margin of the drain deadline beyond the per-request timeout, so that a
+/// call started just before starting stopped ends by its own timeout (and is
+/// classified as such), not by the deadline.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// Period of the in-flight samples in the footer.
 const INFLIGHT_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
 
@@ -43,17 +47,20 @@ struct Ctx {
     abort: CancellationToken,
     journal: mpsc::UnboundedSender<WriterMsg>,
     live: Arc<Live>,
+    /// Closed loop: a task's first call is sent the moment its slot is free.
+    closed: bool,
 }
 
 /// How one call ended, for its task.
 struct CallOutcome {
     ok: bool,
+    scheduled: Instant,
     completed: Instant,
 }
 
 impl Ctx {
     fn ms(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.t0).as_secs_f64() * 1e3
+        ms_since(self.t0, t)
     }
 
     fn body(&self, call: &CallSpec) -> Bytes {
@@ -90,17 +97,19 @@ impl Ctx {
         if self.user_cancel.is_cancelled() {
             "run interrupted while the call was in flight".to_string()
         } else {
-            "still in flight at the run's drain deadline (end of starting + timeout)".to_string()
+            "still in flight at the run's drain deadline (starting stopped + timeout + 1 s)"
+                .to_string()
         }
     }
 
+    /// One call at `scheduled` (`None`: now, the closed loop's first call).
     async fn call(
         &self,
         task: u64,
         call: u32,
         spec: &CallSpec,
         body: Bytes,
-        scheduled: Instant,
+        scheduled: Option<Instant>,
     ) -> Option<CallOutcome> {
         let id = CallId {
             task,
@@ -113,7 +122,7 @@ impl Ctx {
             token: &self.abort,
             detail: &detail,
         };
-        let (record, completed) = client::perform_call(
+        let sent = client::perform_call(
             &self.target,
             body,
             id,
@@ -123,32 +132,46 @@ impl Ctx {
             &self.live,
         )
         .await?;
-        self.live.on_record(&record);
-        let ok = record.is_ok();
-        self.emit(JournalLine::Request(record));
-        Some(CallOutcome { ok, completed })
+        self.live.on_record(&sent.record);
+        let ok = sent.record.is_ok();
+        self.emit(JournalLine::Request(sent.record));
+        Some(CallOutcome {
+            ok,
+            scheduled: sent.scheduled,
+            completed: sent.completed,
+        })
     }
 
-    /// Run a whole task whose first call is scheduled at `start`.
+    /// Run a whole task whose first call is scheduled at `start` (closed
+    /// loop: `start` is now, and the first call is sent without delay).
     async fn run_task(&self, task: Task, first: Vec<Bytes>, start: Instant) {
         let index = task.index;
+        let first_at = (!self.closed).then_some(start);
         let mut first = first.into_iter();
         let mut calls = 0u32;
         let mut failed = 0u32;
         let mut cut = false;
         let mut last_end = start;
+        // The first call's scheduled instant (closed loop: its send).
+        let mut task_start = start;
         match &task.spec {
             TaskSpec::Single(call) => {
                 let body = first.next().unwrap_or_else(|| self.body(call));
-                self.call(index, 0, call, body, start).await;
+                self.call(index, 0, call, body, first_at).await;
                 return;
             }
             TaskSpec::Conversation { turns } => {
                 for (k, turn) in turns.iter().enumerate() {
                     let (scheduled, body) = if k == 0 {
-                        (start, first.next().unwrap_or_else(|| self.body(&turn.call)))
+                        (
+                            first_at,
+                            first.next().unwrap_or_else(|| self.body(&turn.call)),
+                        )
                     } else {
-                        (last_end + turn.think_time_before, self.body(&turn.call))
+                        (
+                            Some(last_end + turn.think_time_before),
+                            self.body(&turn.call),
+                        )
                     };
                     let Some(outcome) = self
                         .call(index, k as u32, &turn.call, body, scheduled)
@@ -157,6 +180,9 @@ impl Ctx {
                         cut = true;
                         break;
                     };
+                    if k == 0 {
+                        task_start = outcome.scheduled;
+                    }
                     calls += 1;
                     failed += u32::from(!outcome.ok);
                     last_end = outcome.completed;
@@ -164,7 +190,9 @@ impl Ctx {
             }
             TaskSpec::Agent { steps } => {
                 let mut next_call = 0u32;
-                let mut step_start = start;
+                // A step's calls share one scheduled instant, also the first
+                // step's in closed loop (their sends are microseconds apart).
+                let mut step_start = Some(start);
                 for (k, step) in steps.iter().enumerate() {
                     let bodies: Vec<Bytes> = if k == 0 {
                         step.calls
@@ -184,7 +212,7 @@ impl Ctx {
                             });
                     let outcomes = futures_util::future::join_all(calls_of_step).await;
                     next_call += step.calls.len() as u32;
-                    let mut step_end = step_start;
+                    let mut step_end = step_start.unwrap_or(start);
                     for outcome in outcomes {
                         match outcome {
                             Some(outcome) => {
@@ -199,18 +227,19 @@ impl Ctx {
                     if cut {
                         break;
                     }
-                    step_start = step_end + step.tool_time_after;
+                    step_start = Some(step_end + step.tool_time_after);
                 }
             }
         }
         let completed = if cut { Instant::now() } else { last_end };
-        let scheduled_ms = self.ms(start);
+        let scheduled_ms = self.ms(task_start);
         let completed_ms = self.ms(completed);
         self.emit(JournalLine::Task(TaskRecord {
             task: index,
             scheduled_ms,
             completed_ms,
-            e2e_ms: (!cut && failed == 0 && calls > 0).then_some(completed_ms - scheduled_ms),
+            e2e_ms: (!cut && failed == 0 && calls > 0)
+                .then_some(round_us(completed_ms - scheduled_ms)),
             calls,
             failed_calls: failed,
         }));
@@ -294,7 +323,7 @@ async fn dispatch_open(
                 .measured_started
                 .fetch_add(calls, Ordering::Relaxed);
         }
-        arrivals_ms.push(offset.as_secs_f64() * 1e3);
+        arrivals_ms.push(ms_since(ctx.t0, at));
         let task_ctx = Arc::clone(ctx);
         tasks.spawn(async move {
             let first = task_ctx.prepare_first(&task.spec);
@@ -336,7 +365,7 @@ async fn supervise(
     }
     let now = Instant::now();
     let drain_from = planned_end.map_or(now, |end| end.max(now));
-    tokio::time::sleep_until(drain_from + timeout).await;
+    tokio::time::sleep_until(drain_from + timeout + DRAIN_GRACE).await;
     abort.cancel();
 }
 
@@ -349,7 +378,7 @@ async fn sample_inflight(live: Arc<Live>, t0: Instant, done: CancellationToken) 
             biased;
             _ = done.cancelled() => return samples,
             _ = ticker.tick() => {
-                let at_ms = Instant::now().saturating_duration_since(t0).as_secs_f64() * 1e3;
+                let at_ms = ms_since(t0, Instant::now());
                 samples.push((at_ms, live.inflight.load(Ordering::Relaxed)));
             }
         }
@@ -423,6 +452,7 @@ pub(crate) async fn run(
         abort: abort.clone(),
         journal: journal_tx.clone(),
         live: Arc::clone(&live),
+        closed: concurrency.is_some(),
     });
 
     let supervisor = tokio::spawn(supervise(

@@ -18,6 +18,17 @@ use serde::Deserialize;
 use super::record::{ErrorClass, RequestRecord, TokenSource};
 use super::sse::SseEvent;
 
+/// `ms` rounded to the microsecond: the clock's useful resolution, and what
+/// keeps journal lines short.
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1e3).round() / 1e3
+}
+
+/// Milliseconds from `t0` to `t` (0 if `t` is earlier), to the microsecond.
+pub fn ms_since(t0: tokio::time::Instant, t: tokio::time::Instant) -> f64 {
+    round_us(t.saturating_duration_since(t0).as_secs_f64() * 1e3)
+}
+
 /// Longest server message or event excerpt kept in `error_detail`.
 pub const MAX_DETAIL_CHARS: usize = 300;
 
@@ -191,7 +202,7 @@ impl StreamObserver {
         if has_content {
             self.content_chunks += 1;
             if let Some(last) = self.last_content_ms {
-                self.itl_ms.push((at_ms - last).max(0.0) as f32);
+                self.itl_ms.push(round_us((at_ms - last).max(0.0)) as f32);
             } else {
                 self.first_content_ms = Some(at_ms);
             }
@@ -273,10 +284,12 @@ impl StreamObserver {
             call: id.call,
             scheduled_ms: times.scheduled_ms,
             sent_ms: times.sent_ms,
-            schedule_lag_ms: (times.sent_ms - times.scheduled_ms).max(0.0),
+            schedule_lag_ms: round_us((times.sent_ms - times.scheduled_ms).max(0.0)),
             completed_ms: times.completed_ms,
-            ttft_ms: self.first_content_ms.map(|t| t - times.scheduled_ms),
-            e2e_ms: ok.then_some(times.completed_ms - times.scheduled_ms),
+            ttft_ms: self
+                .first_content_ms
+                .map(|t| round_us(t - times.scheduled_ms)),
+            e2e_ms: ok.then_some(round_us(times.completed_ms - times.scheduled_ms)),
             itl_ms: self.itl_ms,
             prompt_tokens_requested: id.prompt_tokens_requested,
             prompt_tokens_reported: self.prompt_tokens_reported,
