@@ -29,6 +29,7 @@ use super::stream::{
     CallId, CallTimes, EventVerdict, StreamEnd, StreamObserver, error_message, ms_since,
     truncate_detail,
 };
+use super::timer::PreciseTimer;
 
 /// Largest error body read from a non-2xx response.
 const MAX_ERROR_BODY_BYTES: usize = 4096;
@@ -109,10 +110,17 @@ fn classify_send_error(error: &reqwest::Error) -> (ErrorClass, String) {
     }
 }
 
-/// Why in-flight calls are being aborted.
-pub(crate) struct Abort<'a> {
-    pub token: &'a CancellationToken,
-    pub detail: &'a (dyn Fn() -> String + Sync),
+/// What every call of a run shares.
+pub(crate) struct CallEnv<'a> {
+    pub target: &'a HttpTarget,
+    /// The run's start: times are ms since it.
+    pub t0: Instant,
+    /// Cancelled to abort in-flight calls (Ctrl-C, drain deadline) ...
+    pub abort: &'a CancellationToken,
+    /// ... for this reason.
+    pub abort_detail: &'a (dyn Fn() -> String + Sync),
+    pub live: &'a Live,
+    pub timer: &'a PreciseTimer,
 }
 
 /// Send one prepared call at `scheduled` (waiting for it if it is in the
@@ -120,24 +128,29 @@ pub(crate) struct Abort<'a> {
 /// record what happened. `None` if the run was aborted before
 /// the call was sent: an unsent call is not a request.
 pub(crate) async fn perform_call(
-    target: &HttpTarget,
+    env: &CallEnv<'_>,
     body: Bytes,
     id: CallId,
     scheduled: Option<Instant>,
-    t0: Instant,
-    abort: &Abort<'_>,
-    live: &Live,
 ) -> Option<SentCall> {
+    let CallEnv {
+        target,
+        t0,
+        abort,
+        abort_detail,
+        live,
+        timer,
+    } = *env;
     if let Some(scheduled) = scheduled
         && scheduled > Instant::now()
     {
         tokio::select! {
             biased;
-            _ = abort.token.cancelled() => return None,
-            _ = tokio::time::sleep_until(scheduled) => {}
+            _ = abort.cancelled() => return None,
+            _ = timer.sleep_until(scheduled) => {}
         }
     }
-    if abort.token.is_cancelled() {
+    if abort.is_cancelled() {
         return None;
     }
     let ms = |t: Instant| ms_since(t0, t);
@@ -149,8 +162,8 @@ pub(crate) async fn perform_call(
     let mut leftover = None;
     let (end, completed) = tokio::select! {
         biased;
-        _ = abort.token.cancelled() => {
-            (StreamEnd::Failed(ErrorClass::Cancelled, (abort.detail)()), Instant::now())
+        _ = abort.cancelled() => {
+            (StreamEnd::Failed(ErrorClass::Cancelled, abort_detail()), Instant::now())
         }
         _ = tokio::time::sleep_until(sent + target.timeout) => {
             let detail = format!(

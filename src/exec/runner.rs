@@ -13,12 +13,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Abort, HttpTarget};
+use super::client::{self, CallEnv, HttpTarget};
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
 use super::request::{RequestSource, api_path, build_body};
 use super::stream::{CallId, ms_since, round_us};
+use super::timer::PreciseTimer;
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
 use crate::config::{Api, StopRule};
 use crate::plan::{Load, RunPlan};
@@ -49,6 +50,7 @@ struct Ctx {
     live: Arc<Live>,
     /// Closed loop: a task's first call is sent the moment its slot is free.
     closed: bool,
+    timer: PreciseTimer,
 }
 
 /// How one call ended, for its task.
@@ -118,20 +120,15 @@ impl Ctx {
             output_tokens_requested: spec.output_tokens,
         };
         let detail = || self.abort_detail();
-        let abort = Abort {
-            token: &self.abort,
-            detail: &detail,
+        let env = CallEnv {
+            target: &self.target,
+            t0: self.t0,
+            abort: &self.abort,
+            abort_detail: &detail,
+            live: &self.live,
+            timer: &self.timer,
         };
-        let sent = client::perform_call(
-            &self.target,
-            body,
-            id,
-            scheduled,
-            self.t0,
-            &abort,
-            &self.live,
-        )
-        .await?;
+        let sent = client::perform_call(&env, body, id, scheduled).await?;
         self.live.on_record(&sent.record);
         let ok = sent.record.is_ok();
         self.emit(JournalLine::Request(sent.record));
@@ -230,6 +227,10 @@ impl Ctx {
                     step_start = Some(step_end + step.tool_time_after);
                 }
             }
+        }
+        if calls == 0 {
+            // Aborted before its first call was sent: the task never started.
+            return;
         }
         let completed = if cut { Instant::now() } else { last_end };
         let scheduled_ms = self.ms(task_start);
@@ -453,6 +454,7 @@ pub(crate) async fn run(
         journal: journal_tx.clone(),
         live: Arc::clone(&live),
         closed: concurrency.is_some(),
+        timer: PreciseTimer::start(),
     });
 
     let supervisor = tokio::spawn(supervise(

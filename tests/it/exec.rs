@@ -681,6 +681,50 @@ async fn cancel_mid_run_keeps_what_was_measured() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
+    let (addr, _state) = server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ep = endpoint(addr, "ok", Duration::from_secs(5));
+    // The progress bar code runs too (hidden: the test's stderr is no terminal).
+    let options = RunOptions {
+        show_progress: true,
+        cancel: CancellationToken::new(),
+    };
+    let cancel = options.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        cancel.cancel();
+    });
+    let arrivals = (0..).map(|k| Duration::from_millis(10 * k));
+    let plan = open(100.0, 0, StopRule::Duration(Duration::from_secs(30)));
+    let inputs = RunInputs {
+        source: TestSource::single(10),
+        arrivals: Some(Box::new(arrivals)),
+    };
+    let path = dir.path().join("open-cancel.jsonl");
+    let journal = execute_run_with(&ep, &plan, inputs, &path, &options)
+        .await
+        .unwrap();
+    let footer = journal.footer.as_ref().unwrap();
+    assert!(footer.interrupted);
+    let end = footer.measured_window_ms[1];
+    assert!(end < 1000.0, "the window ends at the interrupt ({end} ms)");
+    let ok = journal.requests.iter().filter(|r| r.is_ok()).count();
+    let cancelled = errors_of(&journal, ErrorClass::Cancelled);
+    assert!(ok >= 5 && cancelled >= 1, "{ok} ok, {cancelled} cancelled");
+    assert_eq!(ok + cancelled, journal.requests.len());
+    // Every call that was sent was scheduled before the interrupt.
+    assert!(journal.requests.iter().all(|r| r.scheduled_ms < end));
+    let offered = footer.offered.unwrap();
+    assert_eq!(
+        offered,
+        (end / 10.0).ceil() as u64,
+        "arrivals at 0, 10, … ms before {end} ms"
+    );
+    assert_eq!(read_journal(&path).unwrap(), journal);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_journal_tolerates_a_truncated_last_line() {
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
