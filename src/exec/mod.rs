@@ -15,26 +15,28 @@
 //! from it, not from the send — and `schedule_lag_ms = sent − scheduled`.
 //!
 //! **Closed loop** (`concurrency c`): `c` slots; each takes the next task
-//! index, renders its first request, and starts it at once (scheduled = that
-//! instant, lag 0). A finished task's slot takes the next index immediately.
-//! A conversation or agent task holds its slot for its whole life, think and
-//! tool time included.
+//! index, renders its first request, and sends it at once (scheduled = sent,
+//! lag 0; the first step of an agent task is scheduled at the slot's start).
+//! A finished task's slot takes the next index immediately. A conversation or
+//! agent task holds its slot for its whole life, think and tool time included.
 //!
 //! **Open loop** (`rate λ`): task arrivals follow the seeded schedule of
 //! [`arrival_times`](crate::workload::arrival_times) and are never rescaled,
 //! dropped or held back (there is no concurrency cap). A dispatcher spawns
 //! each arrival [`DISPATCH_LEAD`] ahead of time; the task renders its body and
-//! sleeps until its scheduled instant (on a dedicated timer thread with
-//! sub-millisecond precision, not tokio's 1 ms timer wheel). If the generator falls behind, the
-//! lag is recorded per call and the footer flags `generator_lagging` when the
-//! measured lag p99 exceeds
+//! sleeps until its scheduled instant on a dedicated timer thread with
+//! sub-millisecond precision (tokio's timer wheel rounds up to the next
+//! millisecond). If the generator falls behind, the lag is recorded per call
+//! and the footer flags `generator_lagging` when the measured lag p99 exceeds
 //! [`GENERATOR_LAG_P99_LIMIT_MS`](journal::GENERATOR_LAG_P99_LIMIT_MS).
 //!
 //! **Calls inside a task** follow the task's own loop: turn *k* of a
 //! conversation is scheduled when turn *k−1* ended plus its think time; the
 //! calls of an agent step are scheduled together when the previous step ended
-//! plus its tool time, and run concurrently. A failed call does not end its
-//! task (the load stays as planned); the task's record counts it.
+//! plus its tool time, and run concurrently. Each body is rendered before its
+//! scheduled instant (during the think or tool time). A failed call does not
+//! end its task (the load stays as planned); the task's record counts it and
+//! has no E2E.
 //!
 //! **Warmup and window.** Calls scheduled before `warmup` are journaled like
 //! all others; the header's `measure_from_ms` tells analysis where measurement
@@ -43,24 +45,28 @@
 //! - Stop by duration: no task starts (closed) or is scheduled (open) at or
 //!   after `warmup + duration`; the window is `[warmup, warmup + duration]`.
 //! - Stop by `requests n`: tasks keep being started (closed) or scheduled
-//!   (open) after warmup until they account for at least `n` calls (exactly
-//!   `n` for single-call workloads); the window ends at the last completion of
-//!   a measured call.
+//!   (open) after warmup until they account for at least `n` calls (`n` tasks
+//!   for single-call workloads); the window ends at the last completion of a
+//!   measured call. Closed loops run below `c` while the last ones drain.
 //!
 //! **End of a run.** Tasks in flight when starting stops run to their end, so
-//! no measured call is cut short by the clock; but not for ever: at the
+//! no measured call is cut short by the clock — but not for ever: at the
 //! *drain deadline* (the window's planned end, or the moment starting stopped,
 //! plus the per-request timeout and a [`DRAIN_GRACE`](runner::DRAIN_GRACE) of
-//! 1 s, so single calls end by their own timeout) whatever is still in flight
-//! is aborted and
-//! recorded as `cancelled`. Ctrl-C (the runner cancels
-//! [`RunOptions::cancel`]) stops starting and aborts in-flight calls at once,
-//! recording them as `cancelled`; the footer says `interrupted` and everything
-//! finished before stays in the journal. Calls not yet sent are not recorded.
+//! 1 s, so that single calls end by their own timeout) whatever is still in
+//! flight is aborted and recorded as `cancelled`, and unfinished tasks get no
+//! E2E. Ctrl-C (the runner cancels [`RunOptions::cancel`]) stops starting and
+//! aborts in-flight calls at once, recording them as `cancelled`; the footer
+//! says `interrupted`, the window ends at the interrupt, and everything
+//! finished before stays in the journal. Calls never sent are not recorded.
+//!
+//! **Failed calls** keep what was measured before the failure (TTFT, gaps,
+//! tokens counted) but have no E2E: a broken stream's first token is real.
 //!
 //! **Journal.** One writer thread owns the file ([`journal`]): header first,
 //! one line per call and per multi-call task as each completes, footer last;
 //! a crash loses at most the lines not yet flushed (milliseconds' worth).
+//! Times are rounded to the microsecond.
 
 pub mod client;
 pub mod journal;

@@ -239,8 +239,7 @@ impl Ctx {
             task: index,
             scheduled_ms,
             completed_ms,
-            e2e_ms: (!cut && failed == 0 && calls > 0)
-                .then_some(round_us(completed_ms - scheduled_ms)),
+            e2e_ms: (!cut && failed == 0).then_some(round_us(completed_ms - scheduled_ms)),
             calls,
             failed_calls: failed,
         }));
