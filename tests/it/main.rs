@@ -3,5 +3,6 @@
 //! ephemeral loopback port.
 
 mod config;
+mod exec;
 mod report;
 mod sim;

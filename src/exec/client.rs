@@ -1,0 +1,462 @@
+//! The HTTP side of one call: send a prepared body, read the SSE stream with a
+//! timestamp per network chunk, and turn every way it can end into a
+//! [`RequestRecord`] — never an `Err`.
+//!
+//! One `reqwest::Client` per run: its pool keeps connections alive between
+//! calls (so a closed loop at `c` reuses `c` connections), and retries are
+//! switched off (`retry::never`), because a retried request would hide an
+//! error and distort latency. The only resend left is hyper's own, for a
+//! request that was never written because a pooled connection had just been
+//! closed by the server; nothing reached the server in that case.
+//!
+//! The per-request timeout runs from the send to the end of the stream and is
+//! ours (not reqwest's), so a timeout is always classified as such, even in
+//! the middle of a stream.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::ExecError;
+use super::progress::Live;
+use super::record::{ErrorClass, RequestRecord};
+use super::sse::SseDecoder;
+use super::stream::{
+    CallId, CallTimes, EventVerdict, StreamEnd, StreamObserver, error_message, ms_since,
+    truncate_detail,
+};
+use super::timer::PreciseTimer;
+
+/// Largest error body read from a non-2xx response.
+const MAX_ERROR_BODY_BYTES: usize = 4096;
+/// How long the rest of a finished response (after `[DONE]`) may take to
+/// arrive before its connection is given up rather than reused.
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
+/// Where and how calls are sent.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpTarget {
+    pub client: reqwest::Client,
+    pub url: reqwest::Url,
+    pub auth: Option<HeaderValue>,
+    pub timeout: Duration,
+}
+
+/// A client with keep-alive, no retries, `pool_size` idle connections kept.
+pub(crate) fn build_client(pool_size: usize) -> Result<reqwest::Client, ExecError> {
+    reqwest::Client::builder()
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(pool_size.max(1))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| ExecError::Client(error_chain(&e)))
+}
+
+/// `base_url` + `/` + `path`, checked.
+pub(crate) fn endpoint_url(base_url: &str, path: &str) -> Result<reqwest::Url, ExecError> {
+    let joined = format!("{}/{}", base_url.trim_end_matches('/'), path);
+    let bad = |reason: String| ExecError::BadUrl {
+        url: base_url.to_string(),
+        reason,
+    };
+    let url = reqwest::Url::parse(&joined).map_err(|e| bad(e.to_string()))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(bad(format!("scheme `{other}` is not http or https"))),
+    }
+}
+
+/// `Bearer <key>`, marked sensitive so it is never printed in debug output.
+pub(crate) fn bearer(api_key: Option<&str>) -> Result<Option<HeaderValue>, ExecError> {
+    api_key
+        .map(|key| {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| ExecError::BadApiKey)?;
+            value.set_sensitive(true);
+            Ok(value)
+        })
+        .transpose()
+}
+
+/// An error and its causes, `a: b: c` ("error sending request: connection refused").
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn classify_send_error(error: &reqwest::Error) -> (ErrorClass, String) {
+    let detail = truncate_detail(&error_chain(error));
+    if error.is_connect() {
+        (ErrorClass::Connect, detail)
+    } else {
+        (
+            ErrorClass::BrokenStream,
+            format!("request failed before a response: {detail}"),
+        )
+    }
+}
+
+/// What every call of a run shares.
+pub(crate) struct CallEnv<'a> {
+    pub target: &'a HttpTarget,
+    /// The run's start: times are ms since it.
+    pub t0: Instant,
+    /// Cancelled to abort in-flight calls (Ctrl-C, drain deadline) ...
+    pub abort: &'a CancellationToken,
+    /// ... for this reason.
+    pub abort_detail: &'a (dyn Fn() -> String + Sync),
+    pub live: &'a Live,
+    pub timer: &'a PreciseTimer,
+}
+
+/// Send one prepared call at `scheduled` (waiting for it if it is in the
+/// future; `None` = now, and the send instant is the scheduled one) and
+/// record what happened. `None` if the run was aborted before
+/// the call was sent: an unsent call is not a request.
+pub(crate) async fn perform_call(
+    env: &CallEnv<'_>,
+    body: Bytes,
+    id: CallId,
+    scheduled: Option<Instant>,
+) -> Option<SentCall> {
+    let CallEnv {
+        target,
+        t0,
+        abort,
+        abort_detail,
+        live,
+        timer,
+    } = *env;
+    if let Some(scheduled) = scheduled
+        && scheduled > Instant::now()
+    {
+        tokio::select! {
+            biased;
+            _ = abort.cancelled() => return None,
+            _ = timer.sleep_until(scheduled) => {}
+        }
+    }
+    if abort.is_cancelled() {
+        return None;
+    }
+    let ms = |t: Instant| ms_since(t0, t);
+    let sent = Instant::now();
+    let scheduled = scheduled.unwrap_or(sent);
+    live.inflight.fetch_add(1, Ordering::Relaxed);
+    let mut observer = StreamObserver::new();
+    let mut http_status = None;
+    let mut leftover = None;
+    let (end, completed) = tokio::select! {
+        biased;
+        _ = abort.cancelled() => {
+            (StreamEnd::Failed(ErrorClass::Cancelled, abort_detail()), Instant::now())
+        }
+        _ = tokio::time::sleep_until(sent + target.timeout) => {
+            let detail = format!(
+                "no complete response within the {:.3} s timeout ({} content chunks received)",
+                target.timeout.as_secs_f64(),
+                observer.content_chunks()
+            );
+            (StreamEnd::Failed(ErrorClass::Timeout, detail), Instant::now())
+        }
+        result = stream_call(target, body, t0, &mut observer, &mut http_status, live) => {
+            let (end, at, response) = result;
+            leftover = response;
+            (end, at)
+        }
+    };
+    live.inflight.fetch_sub(1, Ordering::Relaxed);
+    let times = CallTimes {
+        scheduled_ms: ms(scheduled),
+        sent_ms: ms(sent),
+        completed_ms: ms(completed),
+        http_status,
+    };
+    let record = observer.into_record(id, times, end);
+    if let Some(mut response) = leftover {
+        // Read the end of the chunked body so the connection goes back to the
+        // pool; outside the measured time.
+        let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+            while let Ok(Some(_)) = response.chunk().await {}
+        })
+        .await;
+    }
+    Some(SentCall {
+        record,
+        scheduled,
+        completed,
+    })
+}
+
+/// A call that was sent, its record and its instants.
+pub(crate) struct SentCall {
+    pub record: RequestRecord,
+    pub scheduled: Instant,
+    pub completed: Instant,
+}
+
+/// The request and its stream. Returns how it ended, when, and, after a
+/// clean `[DONE]`, the response so its remaining bytes can be drained.
+async fn stream_call(
+    target: &HttpTarget,
+    body: Bytes,
+    t0: Instant,
+    observer: &mut StreamObserver,
+    http_status: &mut Option<u16>,
+    live: &Live,
+) -> (StreamEnd, Instant, Option<reqwest::Response>) {
+    let ms = |t: Instant| ms_since(t0, t);
+    let mut request = target
+        .client
+        .post(target.url.clone())
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+        .body(body);
+    if let Some(auth) = &target.auth {
+        request = request.header(AUTHORIZATION, auth.clone());
+    }
+    let mut response = match request.send().await {
+        Ok(response) => response,
+        Err(e) => {
+            let (class, detail) = classify_send_error(&e);
+            return (StreamEnd::Failed(class, detail), Instant::now(), None);
+        }
+    };
+    let status = response.status();
+    *http_status = Some(status.as_u16());
+    if !status.is_success() {
+        let body = read_capped(&mut response, MAX_ERROR_BODY_BYTES).await;
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| error_message(&v))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+        let detail = truncate_detail(&format!("HTTP {status}: {message}"));
+        return (
+            StreamEnd::Failed(ErrorClass::HttpStatus, detail),
+            Instant::now(),
+            None,
+        );
+    }
+    let mut decoder = SseDecoder::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let at = Instant::now();
+                let before = observer.content_chunks();
+                observer.on_bytes(chunk.len());
+                decoder.push(&chunk);
+                let mut verdict = EventVerdict::Continue;
+                while let Some(event) = decoder.next_event() {
+                    verdict = observer.on_event(&event, ms(at));
+                    if verdict != EventVerdict::Continue {
+                        break;
+                    }
+                }
+                let new_chunks = observer.content_chunks() - before;
+                live.content_chunks
+                    .fetch_add(u64::from(new_chunks), Ordering::Relaxed);
+                match verdict {
+                    EventVerdict::Continue => {}
+                    EventVerdict::Done => return (StreamEnd::Done, at, Some(response)),
+                    EventVerdict::Fail(class, detail) => {
+                        return (StreamEnd::Failed(class, detail), at, None);
+                    }
+                }
+            }
+            Ok(None) => {
+                let at = Instant::now();
+                while let Some(event) = decoder.finish() {
+                    match observer.on_event(&event, ms(at)) {
+                        EventVerdict::Continue => {}
+                        EventVerdict::Done => break,
+                        EventVerdict::Fail(class, detail) => {
+                            return (StreamEnd::Failed(class, detail), at, None);
+                        }
+                    }
+                }
+                return (StreamEnd::Eof, at, None);
+            }
+            Err(e) => {
+                let detail = truncate_detail(&format!("stream broke: {}", error_chain(&e)));
+                return (
+                    StreamEnd::Failed(ErrorClass::BrokenStream, detail),
+                    Instant::now(),
+                    None,
+                );
+            }
+        }
+    }
+}
+
+async fn read_capped(response: &mut reqwest::Response, cap: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < cap {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(cap - body.len())]),
+            _ => break,
+        }
+    }
+    body
+}
+
+/// `GET {base_url}/models` → the model ids.
+pub async fn probe_models(
+    base_url: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<String>, ExecError> {
+    let url = endpoint_url(base_url, "models")?;
+    let unreachable = |reason: String| ExecError::Unreachable {
+        url: url.to_string(),
+        reason,
+    };
+    let client = build_client(1)?;
+    let mut request = client.get(url.clone()).timeout(timeout);
+    if let Some(auth) = bearer(api_key)? {
+        request = request.header(AUTHORIZATION, auth);
+    }
+    let response = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            unreachable(format!("no answer within {:.3} s", timeout.as_secs_f64()))
+        } else {
+            unreachable(truncate_detail(&error_chain(&e)))
+        }
+    })?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| unreachable(truncate_detail(&error_chain(&e))))?;
+    if !status.is_success() {
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| error_message(&v))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+        return Err(unreachable(truncate_detail(&format!(
+            "HTTP {status}: {message}"
+        ))));
+    }
+    parse_model_ids(&body).ok_or_else(|| {
+        unreachable(truncate_detail(&format!(
+            "the answer is not an OpenAI model list: {}",
+            String::from_utf8_lossy(&body)
+        )))
+    })
+}
+
+/// `{"data": [{"id": ...}, ...]}` → ids; `None` if it is not that shape.
+pub(crate) fn parse_model_ids(body: &[u8]) -> Option<Vec<String>> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value
+        .get("data")?
+        .as_array()?
+        .iter()
+        .map(|m| m.get("id").and_then(|id| id.as_str()).map(str::to_string))
+        .collect()
+}
+
+/// Whether a `completions` endpoint accepts `prompt: [token ids]`: sends a
+/// four-token prompt asking for one output token. `Ok(false)` on a 4xx
+/// answer; `Err` if the endpoint cannot be reached at all.
+pub async fn probe_token_ids(
+    base_url: &str,
+    model: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<bool, ExecError> {
+    let url = endpoint_url(
+        base_url,
+        super::request::api_path(crate::config::Api::Completions),
+    )?;
+    let unreachable = |reason: String| ExecError::Unreachable {
+        url: url.to_string(),
+        reason,
+    };
+    let client = build_client(1)?;
+    let body = super::request::build_body(
+        crate::config::Api::Completions,
+        model,
+        &super::request::Prompt::TokenIds(vec![100, 200, 300, 400]),
+        1,
+    );
+    let mut request = client
+        .post(url.clone())
+        .timeout(timeout)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body);
+    if let Some(auth) = bearer(api_key)? {
+        request = request.header(AUTHORIZATION, auth);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| unreachable(truncate_detail(&error_chain(&e))))?;
+    let status = response.status();
+    // Drain so the answer is complete; its content does not matter.
+    let _ = response.bytes().await;
+    if status.is_success() {
+        Ok(true)
+    } else if status.is_client_error() {
+        Ok(false)
+    } else {
+        Err(unreachable(format!("HTTP {status} to a token-id prompt")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_joined_and_checked() {
+        let url = endpoint_url("http://127.0.0.1:8000/v1/", "chat/completions").unwrap();
+        assert_eq!(url.as_str(), "http://127.0.0.1:8000/v1/chat/completions");
+        let url = endpoint_url("https://api.example.com/v1", "models").unwrap();
+        assert_eq!(url.as_str(), "https://api.example.com/v1/models");
+        assert!(matches!(
+            endpoint_url("127.0.0.1:8000", "models"),
+            Err(ExecError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            endpoint_url("ftp://host/v1", "models"),
+            Err(ExecError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            endpoint_url("not a url", "models"),
+            Err(ExecError::BadUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn model_lists() {
+        let ids =
+            parse_model_ids(br#"{"object":"list","data":[{"id":"a"},{"id":"b","owned_by":"x"}]}"#);
+        assert_eq!(ids, Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(parse_model_ids(br#"{"data":[{"name":"a"}]}"#), None);
+        assert_eq!(parse_model_ids(b"<html>"), None);
+    }
+
+    #[test]
+    fn bearer_header_is_sensitive_and_rejects_control_characters() {
+        let value = bearer(Some("sk-123")).unwrap().unwrap();
+        assert!(value.is_sensitive());
+        assert_eq!(value.to_str().unwrap(), "Bearer sk-123");
+        assert_eq!(format!("{value:?}"), "Sensitive");
+        assert!(matches!(bearer(Some("a\nb")), Err(ExecError::BadApiKey)));
+        assert!(bearer(None).unwrap().is_none());
+    }
+}

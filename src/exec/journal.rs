@@ -1,0 +1,399 @@
+//! Writing and reading journals (`runs/<run-id>.jsonl`).
+//!
+//! The hot path never touches the disk: calls hand their finished records to
+//! an unbounded channel, and one blocking writer thread owns the file. The
+//! writer drains whatever is queued, writes it, and flushes as soon as the
+//! queue is empty — so a crash of the process loses at most the lines still in
+//! the channel (the last few milliseconds), never a flushed line. There is no
+//! `fsync`: an operating-system crash may lose what the page cache held.
+//!
+//! The writer also keeps the lines in memory, so the run returns its
+//! [`Journal`] without reading the file back, and computes the footer from
+//! the records it has seen ([`build_footer`], pure).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::ExecError;
+use super::record::{Journal, JournalLine, RunFooter};
+
+/// Lag p99 (ms) above which an open-loop run is flagged `generator_lagging`:
+/// the client itself, not the endpoint, was late to send. 10 ms is well above
+/// the timer granularity (1 ms) and scheduling noise of a healthy generator,
+/// and well below any TTFT SLO worth measuring.
+pub const GENERATOR_LAG_P99_LIMIT_MS: f64 = 10.0;
+
+/// Where the measured window ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WindowEnd {
+    /// A fixed instant (duration stop, or the interrupt).
+    At(f64),
+    /// The last completion of a measured call (request-count stop).
+    LastMeasuredCompletion,
+}
+
+/// What the runner knows at the end that the records do not say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FooterPlan {
+    pub measure_from_ms: f64,
+    pub window_end: WindowEnd,
+    /// Open loop: scheduled offsets (ms) of every dispatched arrival.
+    pub arrivals_ms: Option<Vec<f64>>,
+    pub inflight_samples: Vec<(f64, u32)>,
+    pub interrupted: bool,
+    pub finished_at: String,
+}
+
+/// The writer thread; it returns the journal it wrote.
+pub(crate) type WriterHandle = JoinHandle<Result<Journal, ExecError>>;
+
+pub(crate) enum WriterMsg {
+    Line(JournalLine),
+    Finish(FooterPlan),
+}
+
+/// The footer of a run from its records (pure).
+///
+/// Measured calls are those scheduled inside the window. For the open loop,
+/// `offered` counts the arrivals scheduled inside it and `generator_lagging`
+/// compares the measured calls' schedule-lag p99 with
+/// [`GENERATOR_LAG_P99_LIMIT_MS`]. Closed loops have neither.
+pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
+    let from = plan.measure_from_ms;
+    let to = match plan.window_end {
+        WindowEnd::At(ms) => ms.max(from),
+        WindowEnd::LastMeasuredCompletion => journal
+            .requests
+            .iter()
+            .filter(|r| r.scheduled_ms >= from)
+            .map(|r| r.completed_ms)
+            .fold(from, f64::max),
+    };
+    let in_window = |t: f64| match plan.window_end {
+        WindowEnd::At(_) => t >= from && t < to,
+        WindowEnd::LastMeasuredCompletion => t >= from,
+    };
+    let open_loop = plan.arrivals_ms.is_some();
+    let offered = plan
+        .arrivals_ms
+        .as_ref()
+        .map(|a| a.iter().filter(|&&t| in_window(t)).count() as u64);
+    let generator_lagging = open_loop && {
+        let mut lags: Vec<f64> = journal
+            .requests
+            .iter()
+            .filter(|r| in_window(r.scheduled_ms))
+            .map(|r| r.schedule_lag_ms)
+            .collect();
+        percentile_nearest_rank(&mut lags, 99.0).is_some_and(|p99| p99 > GENERATOR_LAG_P99_LIMIT_MS)
+    };
+    RunFooter {
+        measured_window_ms: [from, to],
+        offered,
+        inflight_samples: plan.inflight_samples,
+        generator_lagging,
+        interrupted: plan.interrupted,
+        finished_at: plan.finished_at,
+    }
+}
+
+/// Nearest-rank percentile; `None` for no values.
+fn percentile_nearest_rank(values: &mut [f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    Some(values[rank.clamp(1, values.len()) - 1])
+}
+
+/// Create (truncate) the journal file and start its writer thread.
+pub(crate) fn spawn_writer(
+    path: &Path,
+) -> Result<(mpsc::UnboundedSender<WriterMsg>, WriterHandle), ExecError> {
+    let journal_error = |source| ExecError::Journal {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(journal_error)?;
+    }
+    let file = File::create(path).map_err(journal_error)?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let path = path.to_path_buf();
+    let handle = tokio::task::spawn_blocking(move || write_loop(file, rx, path));
+    Ok((tx, handle))
+}
+
+fn write_loop(
+    file: File,
+    mut rx: mpsc::UnboundedReceiver<WriterMsg>,
+    path: PathBuf,
+) -> Result<Journal, ExecError> {
+    let mut out = BufWriter::with_capacity(256 * 1024, file);
+    let mut journal = Journal::default();
+    let mut failed: Option<io::Error> = None;
+    let mut finished = false;
+    while !finished && let Some(msg) = rx.blocking_recv() {
+        let mut next = Some(msg);
+        while let Some(msg) = next {
+            let line = match msg {
+                WriterMsg::Line(line) => line,
+                WriterMsg::Finish(plan) => {
+                    // The footer is the last line, even if a straggler
+                    // still held a sender.
+                    finished = true;
+                    JournalLine::End(build_footer(&journal, plan))
+                }
+            };
+            if failed.is_none()
+                && let Err(e) = write_line(&mut out, &line)
+            {
+                failed = Some(e);
+            }
+            add_line(&mut journal, line);
+            next = if finished { None } else { rx.try_recv().ok() };
+        }
+        if failed.is_none()
+            && let Err(e) = out.flush()
+        {
+            failed = Some(e);
+        }
+    }
+    match failed {
+        Some(source) => Err(ExecError::Journal { path, source }),
+        None => Ok(journal),
+    }
+}
+
+fn write_line(out: &mut impl Write, line: &JournalLine) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, line).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+fn add_line(journal: &mut Journal, line: JournalLine) {
+    match line {
+        JournalLine::Run(header) => journal.header = Some(header),
+        JournalLine::Request(record) => journal.requests.push(record),
+        JournalLine::Task(task) => journal.tasks.push(task),
+        JournalLine::End(footer) => journal.footer = Some(footer),
+    }
+}
+
+/// Read a journal back. A last line that does not parse (the process died
+/// while writing it) is dropped; a bad line anywhere else is an error. A
+/// missing footer is normal for a run that did not end.
+pub fn read_journal(path: &Path) -> Result<Journal, ExecError> {
+    let bytes = std::fs::read(path).map_err(|source| ExecError::Journal {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_journal(&bytes).map_err(|(line, source)| ExecError::JournalParse {
+        path: path.to_path_buf(),
+        line,
+        source,
+    })
+}
+
+/// [`read_journal`] on bytes; the error carries the 1-based line number.
+pub fn parse_journal(bytes: &[u8]) -> Result<Journal, (usize, serde_json::Error)> {
+    let lines: Vec<(usize, &[u8])> = bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
+        .collect();
+    let mut journal = Journal::default();
+    for (k, (index, line)) in lines.iter().enumerate() {
+        match serde_json::from_slice::<JournalLine>(line) {
+            Ok(line) => add_line(&mut journal, line),
+            Err(_) if k + 1 == lines.len() => break,
+            Err(e) => return Err((index + 1, e)),
+        }
+    }
+    Ok(journal)
+}
+
+/// `2026-11-03T09:15:02.123Z` (RFC 3339, UTC, milliseconds).
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
+/// (H. Hinnant, "chrono-compatible low-level date algorithms").
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::record::{ErrorClass, RequestRecord, TokenSource};
+    use std::time::Duration;
+
+    fn record(scheduled_ms: f64, lag: f64, completed_ms: f64) -> RequestRecord {
+        RequestRecord {
+            task: 0,
+            call: 0,
+            scheduled_ms,
+            sent_ms: scheduled_ms + lag,
+            schedule_lag_ms: lag,
+            completed_ms,
+            ttft_ms: Some(1.0),
+            e2e_ms: Some(completed_ms - scheduled_ms),
+            itl_ms: vec![],
+            prompt_tokens_requested: 1,
+            prompt_tokens_reported: None,
+            output_tokens_requested: 1,
+            output_tokens: 1,
+            output_tokens_source: TokenSource::Chunks,
+            finish_reason: None,
+            error: None,
+            error_detail: None,
+            http_status: Some(200),
+        }
+    }
+
+    fn plan(window_end: WindowEnd, arrivals_ms: Option<Vec<f64>>) -> FooterPlan {
+        FooterPlan {
+            measure_from_ms: 100.0,
+            window_end,
+            arrivals_ms,
+            inflight_samples: vec![(0.0, 1)],
+            interrupted: false,
+            finished_at: "x".into(),
+        }
+    }
+
+    #[test]
+    fn footer_of_an_open_run() {
+        let journal = Journal {
+            requests: vec![
+                record(50.0, 30.0, 60.0),
+                record(150.0, 0.5, 200.0),
+                record(250.0, 1.0, 400.0),
+            ],
+            ..Journal::default()
+        };
+        let footer = build_footer(
+            &journal,
+            plan(
+                WindowEnd::At(300.0),
+                Some(vec![50.0, 100.0, 150.0, 250.0, 300.0]),
+            ),
+        );
+        assert_eq!(footer.measured_window_ms, [100.0, 300.0]);
+        assert_eq!(
+            footer.offered,
+            Some(3),
+            "100, 150 and 250 are in [100, 300)"
+        );
+        assert!(!footer.generator_lagging, "the 30 ms lag was during warmup");
+        assert_eq!(footer.inflight_samples, vec![(0.0, 1)]);
+    }
+
+    #[test]
+    fn lag_above_the_limit_flags_the_generator() {
+        let mut requests: Vec<_> = (0..99)
+            .map(|i| record(100.0 + f64::from(i), 0.2, 500.0))
+            .collect();
+        requests.push(record(250.0, GENERATOR_LAG_P99_LIMIT_MS + 5.0, 500.0));
+        requests.push(record(251.0, GENERATOR_LAG_P99_LIMIT_MS + 5.0, 500.0));
+        let journal = Journal {
+            requests,
+            ..Journal::default()
+        };
+        assert!(
+            build_footer(&journal, plan(WindowEnd::At(1000.0), Some(vec![]))).generator_lagging
+        );
+        assert!(
+            !build_footer(&journal, plan(WindowEnd::At(1000.0), None)).generator_lagging,
+            "closed loop"
+        );
+    }
+
+    #[test]
+    fn request_count_window_ends_at_last_measured_completion() {
+        let mut failed = record(120.0, 0.0, 900.0);
+        failed.error = Some(ErrorClass::Timeout);
+        let journal = Journal {
+            requests: vec![record(10.0, 0.0, 1500.0), record(110.0, 0.0, 700.0), failed],
+            ..Journal::default()
+        };
+        let footer = build_footer(
+            &journal,
+            plan(
+                WindowEnd::LastMeasuredCompletion,
+                Some(vec![10.0, 110.0, 120.0]),
+            ),
+        );
+        assert_eq!(
+            footer.measured_window_ms,
+            [100.0, 900.0],
+            "the warmup call ending at 1500 is not measured"
+        );
+        assert_eq!(footer.offered, Some(2));
+        assert_eq!(footer.offered, Some(2));
+    }
+
+    #[test]
+    fn window_never_ends_before_it_starts() {
+        let footer = build_footer(&Journal::default(), plan(WindowEnd::At(40.0), None));
+        assert_eq!(footer.measured_window_ms, [100.0, 100.0]);
+        assert_eq!(footer.offered, None);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).rev().collect();
+        assert_eq!(percentile_nearest_rank(&mut v, 99.0), Some(99.0));
+        assert_eq!(percentile_nearest_rank(&mut v, 50.0), Some(50.0));
+        assert_eq!(percentile_nearest_rank(&mut [], 50.0), None);
+    }
+
+    #[test]
+    fn parse_tolerates_only_a_truncated_last_line() {
+        let request = serde_json::to_string(&JournalLine::Request(record(1.0, 0.0, 2.0))).unwrap();
+        let good = format!("{request}\n{request}\n");
+        assert_eq!(parse_journal(good.as_bytes()).unwrap().requests.len(), 2);
+        let truncated = format!("{request}\n{}", &request[..request.len() / 2]);
+        assert_eq!(
+            parse_journal(truncated.as_bytes()).unwrap().requests.len(),
+            1
+        );
+        let corrupt_middle = format!("{request}\n{{oops\n{request}\n");
+        assert_eq!(parse_journal(corrupt_middle.as_bytes()).unwrap_err().0, 2);
+    }
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(951_782_400_123); // leap day 2000
+        assert_eq!(rfc3339_utc(t), "2000-02-29T00:00:00.123Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_798_761_599); // last second of 2026
+        assert_eq!(rfc3339_utc(t), "2026-12-31T23:59:59.000Z");
+    }
+}

@@ -1,0 +1,289 @@
+//! What is sent (pure apart from the prompt renderer): tasks by index,
+//! prompts rendered from segments, and the JSON body of each call.
+//!
+//! Bodies are built *before* a call's scheduled instant, outside the timing
+//! path: rendering an 8k-token prompt must not show up as latency.
+//!
+//! Every body asks for a stream with `usage` (`stream_options.include_usage`)
+//! so output tokens can be counted by the server, `temperature: 0`, and forces
+//! the planned output length with `max_tokens` plus the vLLM/SGLang extensions
+//! `ignore_eos: true` and `min_tokens = max_tokens`. Servers that do not know
+//! the extensions ignore them (vLLM, SGLang, TGI, llama.cpp do); a server that
+//! rejects unknown fields would show up as HTTP-status errors in the first run.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::config::{Api, Workload};
+use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
+
+/// A rendered prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// Chat messages (`/chat/completions`).
+    Chat(Vec<ChatMessage>),
+    /// One text prompt (`/completions`).
+    Text(String),
+    /// Token ids (`/completions` on servers that accept `prompt: [ids]`).
+    TokenIds(Vec<u32>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChatMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+/// How `completions` prompts are sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CompletionsPrompt {
+    /// Text (works everywhere; length in tokens is approximate, `usage` tells the truth).
+    #[default]
+    Text,
+    /// `prompt: [ids]`: exact lengths, for servers that accept token ids
+    /// (check with [`probe_token_ids`](super::probe_token_ids)).
+    TokenIds,
+}
+
+/// What a run sends: task `i` of the stream, and how a call is rendered.
+///
+/// The runner uses [`WorkloadSource`]; tests and tools can substitute their own.
+pub trait RequestSource: Send + Sync {
+    fn task(&self, index: u64) -> Task;
+    fn render(&self, call: &CallSpec) -> Prompt;
+}
+
+/// The workload's seeded task stream, rendered for one API.
+#[derive(Debug, Clone)]
+pub struct WorkloadSource {
+    generator: TaskGenerator,
+    api: Api,
+    completions_prompt: CompletionsPrompt,
+}
+
+impl WorkloadSource {
+    pub fn new(
+        workload: &Workload,
+        seed: u64,
+        api: Api,
+        completions_prompt: CompletionsPrompt,
+    ) -> Self {
+        WorkloadSource {
+            generator: TaskGenerator::new(workload, seed),
+            api,
+            completions_prompt,
+        }
+    }
+
+    pub fn shared(self) -> Arc<dyn RequestSource> {
+        Arc::new(self)
+    }
+}
+
+impl RequestSource for WorkloadSource {
+    fn task(&self, index: u64) -> Task {
+        self.generator.task(index)
+    }
+
+    fn render(&self, call: &CallSpec) -> Prompt {
+        match (self.api, self.completions_prompt) {
+            (Api::Chat, _) => Prompt::Chat(
+                call.messages
+                    .iter()
+                    .map(|m| ChatMessage {
+                        role: role_name(m.role),
+                        content: prompt::render_text(&m.segments),
+                    })
+                    .collect(),
+            ),
+            (Api::Completions, CompletionsPrompt::Text) => {
+                Prompt::Text(prompt::render_flat_text(&call.messages))
+            }
+            (Api::Completions, CompletionsPrompt::TokenIds) => {
+                Prompt::TokenIds(prompt::render_token_ids(&all_segments(&call.messages)))
+            }
+        }
+    }
+}
+
+fn all_segments(messages: &[Message]) -> Vec<crate::workload::Segment> {
+    messages
+        .iter()
+        .flat_map(|m| m.segments.iter().cloned())
+        .collect()
+}
+
+/// The URL path (relative to the base URL) of an API.
+pub fn api_path(api: Api) -> &'static str {
+    match api {
+        Api::Chat => "chat/completions",
+        Api::Completions => "completions",
+    }
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PromptField<'a> {
+    Text(&'a str),
+    Ids(&'a [u32]),
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<Vec<ChatMessage>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<PromptField<'a>>,
+    max_tokens: u32,
+    min_tokens: u32,
+    ignore_eos: bool,
+    temperature: f64,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+/// The JSON body of one streaming call. A prompt of the other API's shape is
+/// adapted (messages joined for `completions`, text as one user message for
+/// `chat`), so a custom [`RequestSource`] cannot produce an invalid body.
+pub fn build_body(api: Api, model: &str, prompt: &Prompt, max_tokens: u32) -> Bytes {
+    let joined;
+    let (messages, prompt_field) = match (api, prompt) {
+        (Api::Chat, Prompt::Chat(messages)) => (Some(messages.clone()), None),
+        (Api::Chat, Prompt::Text(text)) => (
+            Some(vec![ChatMessage {
+                role: "user",
+                content: text.clone(),
+            }]),
+            None,
+        ),
+        (Api::Chat, Prompt::TokenIds(ids)) => {
+            let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+            (
+                Some(vec![ChatMessage {
+                    role: "user",
+                    content: text,
+                }]),
+                None,
+            )
+        }
+        (Api::Completions, Prompt::Text(text)) => (None, Some(PromptField::Text(text))),
+        (Api::Completions, Prompt::TokenIds(ids)) => (None, Some(PromptField::Ids(ids))),
+        (Api::Completions, Prompt::Chat(messages)) => {
+            joined = messages
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            (None, Some(PromptField::Text(&joined)))
+        }
+    };
+    let body = Body {
+        model,
+        messages,
+        prompt: prompt_field,
+        max_tokens,
+        min_tokens: max_tokens,
+        ignore_eos: true,
+        temperature: 0.0,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+    };
+    // Invariant: a struct of strings, numbers and bools always serializes.
+    Bytes::from(serde_json::to_vec(&body).expect("request body serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn parse(b: &Bytes) -> Value {
+        serde_json::from_slice(b).unwrap()
+    }
+
+    #[test]
+    fn chat_body() {
+        let prompt = Prompt::Chat(vec![
+            ChatMessage {
+                role: "system",
+                content: "sys".into(),
+            },
+            ChatMessage {
+                role: "user",
+                content: "hi".into(),
+            },
+        ]);
+        let body = parse(&build_body(Api::Chat, "m", &prompt, 64));
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
+                "max_tokens": 64, "min_tokens": 64, "ignore_eos": true, "temperature": 0.0,
+                "stream": true, "stream_options": {"include_usage": true}
+            })
+        );
+    }
+
+    #[test]
+    fn completions_bodies() {
+        let text = parse(&build_body(
+            Api::Completions,
+            "m",
+            &Prompt::Text("abc".into()),
+            8,
+        ));
+        assert_eq!(text["prompt"], json!("abc"));
+        assert!(text.get("messages").is_none());
+        let ids = parse(&build_body(
+            Api::Completions,
+            "m",
+            &Prompt::TokenIds(vec![1, 2, 3]),
+            8,
+        ));
+        assert_eq!(ids["prompt"], json!([1, 2, 3]));
+        assert_eq!(ids["min_tokens"], json!(8));
+    }
+
+    #[test]
+    fn prompts_of_the_other_shape_are_adapted() {
+        let chat = Prompt::Chat(vec![
+            ChatMessage {
+                role: "system",
+                content: "a".into(),
+            },
+            ChatMessage {
+                role: "user",
+                content: "b".into(),
+            },
+        ]);
+        let body = parse(&build_body(Api::Completions, "m", &chat, 1));
+        assert_eq!(body["prompt"], json!("a\n\nb"));
+        let body = parse(&build_body(Api::Chat, "m", &Prompt::Text("t".into()), 1));
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "t"}]));
+    }
+
+    #[test]
+    fn api_paths() {
+        assert_eq!(api_path(Api::Chat), "chat/completions");
+        assert_eq!(api_path(Api::Completions), "completions");
+    }
+}

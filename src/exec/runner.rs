@@ -1,0 +1,545 @@
+//! Scheduling a run: the closed loop's slots, the open loop's dispatcher, the
+//! life of a task (turns, steps, think and tool time), and the end of a run
+//! (stop, drain deadline, Ctrl-C). The rules are in the [module
+//! docs](super); this file is their implementation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::{self, CallEnv, HttpTarget};
+use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
+use super::progress::{Live, ProgressTotal, spawn_progress};
+use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
+use super::request::{RequestSource, api_path, build_body};
+use super::stream::{CallId, ms_since, round_us};
+use super::timer::PreciseTimer;
+use super::{Endpoint, ExecError, RunInputs, RunOptions};
+use crate::config::{Api, StopRule};
+use crate::plan::{Load, RunPlan};
+use crate::workload::{CallSpec, Task, TaskSpec};
+
+/// How far ahead of its scheduled instant an open-loop arrival is spawned, to
+/// render its body and be parked on the timer when its instant comes.
+pub const DISPATCH_LEAD: Duration = Duration::from_millis(30);
+/// Margin of the drain deadline beyond the per-request timeout, so that a
+/// call started just before starting stopped ends by its own timeout (and is
+/// classified as such), not by the deadline.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// Period of the in-flight samples in the footer.
+const INFLIGHT_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+
+/// Everything a call needs, shared by all tasks of a run.
+struct Ctx {
+    target: HttpTarget,
+    api: Api,
+    model: String,
+    source: Arc<dyn RequestSource>,
+    t0: Instant,
+    measure_from: Instant,
+    user_cancel: CancellationToken,
+    stop_starting: CancellationToken,
+    abort: CancellationToken,
+    journal: mpsc::UnboundedSender<WriterMsg>,
+    live: Arc<Live>,
+    /// Closed loop: a task's first call is sent the moment its slot is free.
+    closed: bool,
+    timer: PreciseTimer,
+}
+
+/// How one call ended, for its task.
+struct CallOutcome {
+    ok: bool,
+    scheduled: Instant,
+    completed: Instant,
+}
+
+impl Ctx {
+    fn ms(&self, t: Instant) -> f64 {
+        ms_since(self.t0, t)
+    }
+
+    fn body(&self, call: &CallSpec) -> Bytes {
+        build_body(
+            self.api,
+            &self.model,
+            &self.source.render(call),
+            call.output_tokens,
+        )
+    }
+
+    /// Bodies of the task's first call (or first agent step's calls).
+    fn prepare_first(&self, spec: &TaskSpec) -> Vec<Bytes> {
+        match spec {
+            TaskSpec::Single(call) => vec![self.body(call)],
+            TaskSpec::Conversation { turns } => turns
+                .first()
+                .map(|t| vec![self.body(&t.call)])
+                .unwrap_or_default(),
+            TaskSpec::Agent { steps } => steps
+                .first()
+                .map(|s| s.calls.iter().map(|c| self.body(c)).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn emit(&self, line: JournalLine) {
+        // Fails only if the writer has stopped; its I/O error is reported at
+        // the end of the run.
+        let _ = self.journal.send(WriterMsg::Line(line));
+    }
+
+    fn abort_detail(&self) -> String {
+        if self.user_cancel.is_cancelled() {
+            "run interrupted while the call was in flight".to_string()
+        } else {
+            "still in flight at the run's drain deadline (starting stopped + timeout + 1 s)"
+                .to_string()
+        }
+    }
+
+    /// One call at `scheduled` (`None`: now, the closed loop's first call).
+    async fn call(
+        &self,
+        task: u64,
+        call: u32,
+        spec: &CallSpec,
+        body: Bytes,
+        scheduled: Option<Instant>,
+    ) -> Option<CallOutcome> {
+        let id = CallId {
+            task,
+            call,
+            prompt_tokens_requested: spec.input_tokens,
+            output_tokens_requested: spec.output_tokens,
+        };
+        let detail = || self.abort_detail();
+        let env = CallEnv {
+            target: &self.target,
+            t0: self.t0,
+            abort: &self.abort,
+            abort_detail: &detail,
+            live: &self.live,
+            timer: &self.timer,
+        };
+        let sent = client::perform_call(&env, body, id, scheduled).await?;
+        self.live.on_record(&sent.record);
+        let ok = sent.record.is_ok();
+        self.emit(JournalLine::Request(sent.record));
+        Some(CallOutcome {
+            ok,
+            scheduled: sent.scheduled,
+            completed: sent.completed,
+        })
+    }
+
+    /// Run a whole task whose first call is scheduled at `start` (closed
+    /// loop: `start` is now, and the first call is sent without delay).
+    async fn run_task(&self, task: Task, first: Vec<Bytes>, start: Instant) {
+        let index = task.index;
+        let first_at = (!self.closed).then_some(start);
+        let mut first = first.into_iter();
+        let mut calls = 0u32;
+        let mut failed = 0u32;
+        let mut cut = false;
+        let mut last_end = start;
+        // The first call's scheduled instant (closed loop: its send).
+        let mut task_start = start;
+        match &task.spec {
+            TaskSpec::Single(call) => {
+                let body = first.next().unwrap_or_else(|| self.body(call));
+                self.call(index, 0, call, body, first_at).await;
+                return;
+            }
+            TaskSpec::Conversation { turns } => {
+                for (k, turn) in turns.iter().enumerate() {
+                    let (scheduled, body) = if k == 0 {
+                        (
+                            first_at,
+                            first.next().unwrap_or_else(|| self.body(&turn.call)),
+                        )
+                    } else {
+                        (
+                            Some(last_end + turn.think_time_before),
+                            self.body(&turn.call),
+                        )
+                    };
+                    let Some(outcome) = self
+                        .call(index, k as u32, &turn.call, body, scheduled)
+                        .await
+                    else {
+                        cut = true;
+                        break;
+                    };
+                    if k == 0 {
+                        task_start = outcome.scheduled;
+                    }
+                    calls += 1;
+                    failed += u32::from(!outcome.ok);
+                    last_end = outcome.completed;
+                }
+            }
+            TaskSpec::Agent { steps } => {
+                let mut next_call = 0u32;
+                // A step's calls share one scheduled instant, also the first
+                // step's in closed loop (their sends are microseconds apart).
+                let mut step_start = Some(start);
+                for (k, step) in steps.iter().enumerate() {
+                    let bodies: Vec<Bytes> = if k == 0 {
+                        step.calls
+                            .iter()
+                            .map(|c| first.next().unwrap_or_else(|| self.body(c)))
+                            .collect()
+                    } else {
+                        step.calls.iter().map(|c| self.body(c)).collect()
+                    };
+                    let calls_of_step =
+                        step.calls
+                            .iter()
+                            .zip(bodies)
+                            .enumerate()
+                            .map(|(j, (spec, body))| {
+                                self.call(index, next_call + j as u32, spec, body, step_start)
+                            });
+                    let outcomes = futures_util::future::join_all(calls_of_step).await;
+                    next_call += step.calls.len() as u32;
+                    let mut step_end = step_start.unwrap_or(start);
+                    for outcome in outcomes {
+                        match outcome {
+                            Some(outcome) => {
+                                calls += 1;
+                                failed += u32::from(!outcome.ok);
+                                step_end = step_end.max(outcome.completed);
+                            }
+                            None => cut = true,
+                        }
+                    }
+                    last_end = step_end;
+                    if cut {
+                        break;
+                    }
+                    step_start = Some(step_end + step.tool_time_after);
+                }
+            }
+        }
+        if calls == 0 {
+            // Aborted before its first call was sent: the task never started.
+            return;
+        }
+        let completed = if cut { Instant::now() } else { last_end };
+        let scheduled_ms = self.ms(task_start);
+        let completed_ms = self.ms(completed);
+        self.emit(JournalLine::Task(TaskRecord {
+            task: index,
+            scheduled_ms,
+            completed_ms,
+            e2e_ms: (!cut && failed == 0).then_some(round_us(completed_ms - scheduled_ms)),
+            calls,
+            failed_calls: failed,
+        }));
+    }
+}
+
+/// Counters of the closed loop's slots.
+struct ClosedState {
+    next_index: AtomicU64,
+    measured_calls: AtomicU64,
+    planned_end: Option<Instant>,
+    request_limit: Option<u64>,
+}
+
+async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
+    loop {
+        if ctx.stop_starting.is_cancelled() {
+            return;
+        }
+        let index = state.next_index.fetch_add(1, Ordering::Relaxed);
+        let task = ctx.source.task(index);
+        let first = ctx.prepare_first(&task.spec);
+        // The slot's start instant is taken after rendering, so the render is
+        // not part of the measured latency.
+        let now = Instant::now();
+        if ctx.stop_starting.is_cancelled() {
+            return;
+        }
+        if state.planned_end.is_some_and(|end| now >= end) {
+            ctx.stop_starting.cancel();
+            return;
+        }
+        if let Some(limit) = state.request_limit
+            && now >= ctx.measure_from
+        {
+            let calls = task.spec.calls() as u64;
+            let before = state.measured_calls.fetch_add(calls, Ordering::Relaxed);
+            if before >= limit {
+                ctx.stop_starting.cancel();
+                return;
+            }
+            ctx.live
+                .measured_started
+                .fetch_add(calls, Ordering::Relaxed);
+            if before + calls >= limit {
+                ctx.stop_starting.cancel();
+            }
+        }
+        ctx.run_task(task, first, now).await;
+    }
+}
+
+/// Dispatch every arrival of the schedule; returns their offsets (ms).
+async fn dispatch_open(
+    ctx: &Arc<Ctx>,
+    arrivals: Box<dyn Iterator<Item = Duration> + Send>,
+    warmup: Duration,
+    stop: StopRule,
+) -> Vec<f64> {
+    let mut arrivals_ms = Vec::new();
+    let mut tasks = JoinSet::new();
+    let mut measured_calls = 0u64;
+    for (index, offset) in arrivals.enumerate() {
+        match stop {
+            StopRule::Duration(d) if offset >= warmup + d => break,
+            StopRule::Requests(n) if measured_calls >= n => break,
+            _ => {}
+        }
+        let at = ctx.t0 + offset;
+        let wake = at.checked_sub(DISPATCH_LEAD).unwrap_or(at);
+        tokio::select! {
+            biased;
+            _ = ctx.stop_starting.cancelled() => break,
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        let task = ctx.source.task(index as u64);
+        if offset >= warmup {
+            let calls = task.spec.calls() as u64;
+            measured_calls += calls;
+            ctx.live
+                .measured_started
+                .fetch_add(calls, Ordering::Relaxed);
+        }
+        arrivals_ms.push(ms_since(ctx.t0, at));
+        let task_ctx = Arc::clone(ctx);
+        tasks.spawn(async move {
+            let first = task_ctx.prepare_first(&task.spec);
+            task_ctx.run_task(task, first, at).await;
+        });
+        while let Some(result) = tasks.try_join_next() {
+            propagate_panic(result);
+        }
+    }
+    ctx.stop_starting.cancel();
+    while let Some(result) = tasks.join_next().await {
+        propagate_panic(result);
+    }
+    arrivals_ms
+}
+
+fn propagate_panic(result: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = result
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Stops starting at the planned end, then aborts what is still in flight at
+/// the drain deadline.
+async fn supervise(
+    stop_starting: CancellationToken,
+    abort: CancellationToken,
+    planned_end: Option<Instant>,
+    timeout: Duration,
+) {
+    match planned_end {
+        Some(end) => tokio::select! {
+            _ = tokio::time::sleep_until(end) => stop_starting.cancel(),
+            _ = stop_starting.cancelled() => {}
+        },
+        None => stop_starting.cancelled().await,
+    }
+    let now = Instant::now();
+    let drain_from = planned_end.map_or(now, |end| end.max(now));
+    tokio::time::sleep_until(drain_from + timeout + DRAIN_GRACE).await;
+    abort.cancel();
+}
+
+async fn sample_inflight(live: Arc<Live>, t0: Instant, done: CancellationToken) -> Vec<(f64, u32)> {
+    let mut samples = Vec::new();
+    let mut ticker = tokio::time::interval(INFLIGHT_SAMPLE_PERIOD);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = done.cancelled() => return samples,
+            _ = ticker.tick() => {
+                let at_ms = ms_since(t0, Instant::now());
+                samples.push((at_ms, live.inflight.load(Ordering::Relaxed)));
+            }
+        }
+    }
+}
+
+pub(crate) async fn run(
+    endpoint: &Endpoint,
+    run: &RunPlan,
+    inputs: RunInputs,
+    journal_path: &std::path::Path,
+    options: &RunOptions,
+) -> Result<Journal, ExecError> {
+    let bad_run = |reason: &str| ExecError::BadRun {
+        run: run.id.clone(),
+        reason: reason.to_string(),
+    };
+    let url = client::endpoint_url(&endpoint.base_url, api_path(endpoint.api))?;
+    let auth = client::bearer(endpoint.api_key.as_deref())?;
+    let RunInputs { source, arrivals } = inputs;
+    let (concurrency, arrivals) = match (run.load, arrivals) {
+        (Load::Concurrency { concurrency: 0 }, _) => return Err(bad_run("concurrency 0")),
+        (Load::Concurrency { concurrency }, None) => (Some(concurrency), None),
+        (Load::Rate { .. }, Some(arrivals)) => (None, Some(arrivals)),
+        (Load::Concurrency { .. }, Some(_)) => {
+            return Err(bad_run("an arrival schedule for a closed-loop run"));
+        }
+        (Load::Rate { .. }, None) => {
+            return Err(bad_run("an open-loop run without an arrival schedule"));
+        }
+    };
+    // Open loop: concurrency emerges, so the pool keeps whatever it needed.
+    let pool_size = concurrency.map_or(usize::MAX, |c| c as usize);
+    let target = HttpTarget {
+        client: client::build_client(pool_size)?,
+        url,
+        auth,
+        timeout: endpoint.timeout,
+    };
+    let (journal_tx, writer) = journal::spawn_writer(journal_path)?;
+
+    let started_at = journal::rfc3339_utc(SystemTime::now());
+    let t0 = Instant::now();
+    let measure_from = t0 + run.warmup;
+    let measure_from_ms = run.warmup.as_secs_f64() * 1e3;
+    let _ = journal_tx.send(WriterMsg::Line(JournalLine::Run(RunHeader {
+        run: run.clone(),
+        started_at,
+        model: endpoint.model.clone(),
+        measure_from_ms,
+    })));
+
+    let user_cancel = options.cancel.clone();
+    let stop_starting = user_cancel.child_token();
+    let abort = user_cancel.child_token();
+    let done = CancellationToken::new();
+    let planned_end = match run.stop {
+        StopRule::Duration(d) => Some(measure_from + d),
+        StopRule::Requests(_) => None,
+    };
+    let live = Arc::new(Live::default());
+    let ctx = Arc::new(Ctx {
+        target,
+        api: endpoint.api,
+        model: endpoint.model.clone(),
+        source,
+        t0,
+        measure_from,
+        user_cancel: user_cancel.clone(),
+        stop_starting: stop_starting.clone(),
+        abort: abort.clone(),
+        journal: journal_tx.clone(),
+        live: Arc::clone(&live),
+        closed: concurrency.is_some(),
+        timer: PreciseTimer::start(),
+    });
+
+    let supervisor = tokio::spawn(supervise(
+        stop_starting,
+        abort,
+        planned_end,
+        endpoint.timeout,
+    ));
+    let sampler = tokio::spawn(sample_inflight(Arc::clone(&live), t0, done.clone()));
+    let interrupt_watch = {
+        let (user_cancel, done) = (user_cancel.clone(), done.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = user_cancel.cancelled() => Some(Instant::now()),
+                _ = done.cancelled() => None,
+            }
+        })
+    };
+    let progress = options.show_progress.then(|| {
+        let total = match run.stop {
+            StopRule::Duration(d) => ProgressTotal::Time(run.warmup + d),
+            StopRule::Requests(n) => ProgressTotal::Requests(n),
+        };
+        spawn_progress(&run.id, total, Arc::clone(&live), t0, done.clone())
+    });
+
+    let arrivals_ms = match (concurrency, arrivals) {
+        (Some(concurrency), _) => {
+            let state = Arc::new(ClosedState {
+                next_index: AtomicU64::new(0),
+                measured_calls: AtomicU64::new(0),
+                planned_end,
+                request_limit: match run.stop {
+                    StopRule::Requests(n) => Some(n),
+                    StopRule::Duration(_) => None,
+                },
+            });
+            let mut slots = JoinSet::new();
+            for _ in 0..concurrency {
+                slots.spawn(closed_slot(Arc::clone(&ctx), Arc::clone(&state)));
+            }
+            while let Some(result) = slots.join_next().await {
+                propagate_panic(result);
+            }
+            None
+        }
+        (None, Some(arrivals)) => Some(dispatch_open(&ctx, arrivals, run.warmup, run.stop).await),
+        (None, None) => None,
+    };
+
+    done.cancel();
+    supervisor.abort();
+    let inflight_samples = sampler.await.unwrap_or_default();
+    let interrupted_at = interrupt_watch.await.ok().flatten();
+    if let Some(progress) = progress {
+        let _ = progress.await;
+    }
+    let interrupted = user_cancel.is_cancelled();
+    let window_end = match run.stop {
+        StopRule::Duration(_) => {
+            let planned = planned_end.unwrap_or(measure_from);
+            let end = if interrupted {
+                interrupted_at.unwrap_or_else(Instant::now).min(planned)
+            } else {
+                planned
+            };
+            WindowEnd::At(ctx.ms(end))
+        }
+        StopRule::Requests(_) => WindowEnd::LastMeasuredCompletion,
+    };
+    let _ = journal_tx.send(WriterMsg::Finish(FooterPlan {
+        measure_from_ms,
+        window_end,
+        arrivals_ms,
+        inflight_samples,
+        interrupted,
+        finished_at: journal::rfc3339_utc(SystemTime::now()),
+    }));
+    drop(ctx);
+    drop(journal_tx);
+    match writer.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ExecError::Journal {
+            path: journal_path.to_path_buf(),
+            source: std::io::Error::other(e),
+        }),
+    }
+}

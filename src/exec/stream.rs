@@ -1,0 +1,554 @@
+//! What an OpenAI-style token stream means (pure): SSE events with their
+//! arrival times → TTFT, inter-chunk gaps, token counts, finish reason and,
+//! when something went wrong, the [`ErrorClass`].
+//!
+//! Kept apart from the HTTP code so that every classification rule (what is
+//! a broken stream, what is an empty output, when `usage` is trusted over
+//! counting chunks) is a plain function tested without a network or a clock.
+//!
+//! Content is the first non-empty `choices[].delta.content` (chat),
+//! `choices[].text` (completions) or reasoning text (`reasoning_content` /
+//! `reasoning`, sent by reasoning models before the answer): whichever comes
+//! first is the first token a user would see being generated.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::record::{ErrorClass, RequestRecord, TokenSource};
+use super::sse::SseEvent;
+
+/// `ms` rounded to the microsecond: the clock's useful resolution, and what
+/// keeps journal lines short.
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1e3).round() / 1e3
+}
+
+/// Milliseconds from `t0` to `t` (0 if `t` is earlier), to the microsecond.
+pub fn ms_since(t0: tokio::time::Instant, t: tokio::time::Instant) -> f64 {
+    round_us(t.saturating_duration_since(t0).as_secs_f64() * 1e3)
+}
+
+/// Longest server message or event excerpt kept in `error_detail`.
+pub const MAX_DETAIL_CHARS: usize = 300;
+
+/// Cut `s` to at most [`MAX_DETAIL_CHARS`] characters, marking the cut.
+pub fn truncate_detail(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(MAX_DETAIL_CHARS) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_string(),
+    }
+}
+
+/// What the caller should do after an event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventVerdict {
+    /// Keep reading.
+    Continue,
+    /// `[DONE]`: the stream is complete.
+    Done,
+    /// The call failed; stop reading.
+    Fail(ErrorClass, String),
+}
+
+/// How reading the stream ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEnd {
+    /// `[DONE]` arrived.
+    Done,
+    /// The body ended (cleanly, from HTTP's point of view).
+    Eof,
+    /// Reading stopped on an error: transport, timeout, cancel or a bad event.
+    Failed(ErrorClass, String),
+}
+
+/// Accumulates one call's stream. Times are ms since the run's `t0`.
+#[derive(Debug, Clone, Default)]
+pub struct StreamObserver {
+    first_content_ms: Option<f64>,
+    last_content_ms: Option<f64>,
+    itl_ms: Vec<f32>,
+    content_chunks: u32,
+    prompt_tokens_reported: Option<u32>,
+    completion_tokens_reported: Option<u32>,
+    finish_reason: Option<String>,
+    done: bool,
+    events: u32,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct ChunkWire<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<ChoiceWire<'a>>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire<'a> {
+    #[serde(default, borrow)]
+    delta: Option<DeltaWire<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DeltaWire<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens: Option<u32>,
+}
+
+fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
+    s.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+/// The message of an OpenAI-style error object (`{"error": {"message": ..}}`,
+/// `{"error": "..."}`, `{"message": ..}`), or `None`.
+pub fn error_message(value: &serde_json::Value) -> Option<String> {
+    let error = value.get("error").unwrap_or(value);
+    match error {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(map) => match map.get("message") {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+            None if value.get("error").is_some() => Some(error.to_string()),
+            None => None,
+        },
+        _ => None,
+    }
+}
+
+impl StreamObserver {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Count raw body bytes (to tell "not an event stream" from "cut short").
+    pub fn on_bytes(&mut self, n: usize) {
+        self.bytes += n as u64;
+    }
+
+    /// One event that arrived at `at_ms`.
+    pub fn on_event(&mut self, event: &SseEvent, at_ms: f64) -> EventVerdict {
+        self.events += 1;
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return EventVerdict::Done;
+        }
+        let chunk: ChunkWire<'_> = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                return EventVerdict::Fail(
+                    ErrorClass::MalformedEvent,
+                    truncate_detail(&format!("event is not valid JSON ({e}): {data}")),
+                );
+            }
+        };
+        if let Some(error) = &chunk.error {
+            let message = error_message(&serde_json::json!({ "error": error }))
+                .unwrap_or_else(|| error.to_string());
+            return EventVerdict::Fail(
+                ErrorClass::BrokenStream,
+                truncate_detail(&format!("server sent an error event: {message}")),
+            );
+        }
+        if let Some(usage) = &chunk.usage {
+            // Servers with continuous usage stats send it on every chunk: the
+            // last one is the total.
+            self.prompt_tokens_reported = usage.prompt_tokens.or(self.prompt_tokens_reported);
+            self.completion_tokens_reported =
+                usage.completion_tokens.or(self.completion_tokens_reported);
+        }
+        let Some(choices) = &chunk.choices else {
+            if chunk.usage.is_some() {
+                return EventVerdict::Continue;
+            }
+            return EventVerdict::Fail(
+                ErrorClass::MalformedEvent,
+                truncate_detail(&format!("event has neither `choices` nor `usage`: {data}")),
+            );
+        };
+        let mut has_content = false;
+        for choice in choices {
+            if let Some(delta) = &choice.delta {
+                has_content |= non_empty(&delta.content)
+                    || non_empty(&delta.reasoning_content)
+                    || non_empty(&delta.reasoning);
+            }
+            has_content |= non_empty(&choice.text);
+            if let Some(reason) = &choice.finish_reason {
+                self.finish_reason = Some(reason.clone());
+            }
+        }
+        if has_content {
+            self.content_chunks += 1;
+            if let Some(last) = self.last_content_ms {
+                self.itl_ms.push(round_us((at_ms - last).max(0.0)) as f32);
+            } else {
+                self.first_content_ms = Some(at_ms);
+            }
+            self.last_content_ms = Some(at_ms);
+        }
+        EventVerdict::Continue
+    }
+
+    /// Classify the end of the stream.
+    pub fn conclude(&self, end: StreamEnd) -> Option<(ErrorClass, String)> {
+        match end {
+            StreamEnd::Failed(class, detail) => Some((class, detail)),
+            StreamEnd::Done | StreamEnd::Eof => {
+                if !self.done && self.finish_reason.is_none() {
+                    if self.events == 0 && self.bytes > 0 {
+                        return Some((
+                            ErrorClass::MalformedEvent,
+                            format!(
+                                "response is not an event stream ({} bytes, no event)",
+                                self.bytes
+                            ),
+                        ));
+                    }
+                    return Some((
+                        ErrorClass::BrokenStream,
+                        format!(
+                            "stream closed before [DONE] or a finish reason, after {} content chunks",
+                            self.content_chunks
+                        ),
+                    ));
+                }
+                if self.content_chunks == 0 {
+                    return Some((
+                        ErrorClass::EmptyOutput,
+                        format!(
+                            "stream finished without any content (finish_reason {})",
+                            self.finish_reason.as_deref().unwrap_or("none")
+                        ),
+                    ));
+                }
+                None
+            }
+        }
+    }
+
+    /// Output tokens and where the count comes from.
+    pub fn output_tokens(&self) -> (u32, TokenSource) {
+        match self.completion_tokens_reported {
+            Some(n) => (n, TokenSource::Usage),
+            None => (self.content_chunks, TokenSource::Chunks),
+        }
+    }
+
+    /// Content chunks seen so far (for live progress).
+    pub fn content_chunks(&self) -> u32 {
+        self.content_chunks
+    }
+
+    /// ms since `t0` of the first content chunk.
+    pub fn first_content_ms(&self) -> Option<f64> {
+        self.first_content_ms
+    }
+
+    /// Assemble the journal record of a call that was scheduled at
+    /// `times.scheduled_ms` and ended at `times.completed_ms`.
+    ///
+    /// A failed call keeps what was measured before the failure (TTFT, gaps,
+    /// tokens counted) — it is real data about the failure — but has no E2E.
+    pub fn into_record(self, id: CallId, times: CallTimes, end: StreamEnd) -> RequestRecord {
+        let error = self.conclude(end);
+        let (output_tokens, output_tokens_source) = self.output_tokens();
+        let ok = error.is_none();
+        let (error, error_detail) = match error {
+            Some((class, detail)) => (Some(class), Some(detail)),
+            None => (None, None),
+        };
+        RequestRecord {
+            task: id.task,
+            call: id.call,
+            scheduled_ms: times.scheduled_ms,
+            sent_ms: times.sent_ms,
+            schedule_lag_ms: round_us((times.sent_ms - times.scheduled_ms).max(0.0)),
+            completed_ms: times.completed_ms,
+            ttft_ms: self
+                .first_content_ms
+                .map(|t| round_us(t - times.scheduled_ms)),
+            e2e_ms: ok.then_some(round_us(times.completed_ms - times.scheduled_ms)),
+            itl_ms: self.itl_ms,
+            prompt_tokens_requested: id.prompt_tokens_requested,
+            prompt_tokens_reported: self.prompt_tokens_reported,
+            output_tokens_requested: id.output_tokens_requested,
+            output_tokens,
+            output_tokens_source,
+            finish_reason: self.finish_reason,
+            error,
+            error_detail,
+            http_status: times.http_status,
+        }
+    }
+}
+
+/// Which call a record belongs to and what it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallId {
+    pub task: u64,
+    pub call: u32,
+    pub prompt_tokens_requested: u32,
+    pub output_tokens_requested: u32,
+}
+
+/// The instants of a call, ms since `t0`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallTimes {
+    pub scheduled_ms: f64,
+    pub sent_ms: f64,
+    pub completed_ms: f64,
+    pub http_status: Option<u16>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(data: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.to_string(),
+        }
+    }
+
+    fn chat(content: &str) -> SseEvent {
+        ev(&format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}]}}"#
+        ))
+    }
+
+    const FINISH: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#;
+    const USAGE: &str =
+        r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
+
+    fn id() -> CallId {
+        CallId {
+            task: 7,
+            call: 1,
+            prompt_tokens_requested: 10,
+            output_tokens_requested: 3,
+        }
+    }
+
+    fn times(scheduled_ms: f64, sent_ms: f64, completed_ms: f64) -> CallTimes {
+        CallTimes {
+            scheduled_ms,
+            sent_ms,
+            completed_ms,
+            http_status: Some(200),
+        }
+    }
+
+    #[test]
+    fn chat_stream_with_usage() {
+        let mut o = StreamObserver::new();
+        // Role-only first chunk is not content.
+        let role = ev(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#);
+        assert_eq!(o.on_event(&role, 101.0), EventVerdict::Continue);
+        assert_eq!(o.on_event(&chat("a"), 120.0), EventVerdict::Continue);
+        assert_eq!(o.on_event(&chat("b"), 125.5), EventVerdict::Continue);
+        assert_eq!(o.on_event(&chat("c"), 130.0), EventVerdict::Continue);
+        assert_eq!(o.on_event(&ev(FINISH), 130.2), EventVerdict::Continue);
+        assert_eq!(o.on_event(&ev(USAGE), 130.3), EventVerdict::Continue);
+        assert_eq!(o.on_event(&ev("[DONE]"), 130.4), EventVerdict::Done);
+        let r = o.into_record(id(), times(100.0, 100.5, 130.4), StreamEnd::Done);
+        assert_eq!(r.error, None);
+        assert_eq!(r.ttft_ms, Some(20.0));
+        assert_eq!(r.itl_ms, vec![5.5, 4.5]);
+        assert!((r.e2e_ms.unwrap() - 30.4).abs() < 1e-9);
+        assert_eq!(r.schedule_lag_ms, 0.5);
+        assert_eq!(r.output_tokens, 3);
+        assert_eq!(r.output_tokens_source, TokenSource::Usage);
+        assert_eq!(r.prompt_tokens_reported, Some(12));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!((r.task, r.call, r.output_tokens_requested), (7, 1, 3));
+    }
+
+    #[test]
+    fn completions_text_without_usage_counts_chunks() {
+        let mut o = StreamObserver::new();
+        for (i, t) in ["x", "y"].iter().enumerate() {
+            let e = ev(&format!(
+                r#"{{"choices":[{{"text":"{t}","finish_reason":null}}]}}"#
+            ));
+            o.on_event(&e, 10.0 + i as f64);
+        }
+        o.on_event(
+            &ev(r#"{"choices":[{"text":"","finish_reason":"stop"}]}"#),
+            12.0,
+        );
+        let r = o.into_record(id(), times(0.0, 0.0, 12.0), StreamEnd::Eof);
+        assert_eq!(
+            r.error, None,
+            "a finish reason without [DONE] is a complete stream"
+        );
+        assert_eq!(
+            (r.output_tokens, r.output_tokens_source),
+            (2, TokenSource::Chunks)
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.prompt_tokens_reported, None);
+    }
+
+    #[test]
+    fn reasoning_content_counts_as_first_token() {
+        let mut o = StreamObserver::new();
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#),
+            40.0,
+        );
+        o.on_event(&ev(r#"{"choices":[{"delta":{"reasoning":"so"}}]}"#), 45.0);
+        o.on_event(&chat("ok"), 52.0);
+        assert_eq!(o.first_content_ms(), Some(40.0));
+        assert_eq!(o.content_chunks(), 3);
+    }
+
+    #[test]
+    fn non_json_event_is_malformed() {
+        let mut o = StreamObserver::new();
+        o.on_event(&chat("a"), 1.0);
+        match o.on_event(&ev("{not json"), 2.0) {
+            EventVerdict::Fail(ErrorClass::MalformedEvent, detail) => {
+                assert!(detail.contains("{not json"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_without_choices_or_usage_is_malformed() {
+        let mut o = StreamObserver::new();
+        assert!(matches!(
+            o.on_event(&ev(r#"{"id":"x"}"#), 1.0),
+            EventVerdict::Fail(ErrorClass::MalformedEvent, _)
+        ));
+    }
+
+    #[test]
+    fn error_event_breaks_the_stream_with_its_message() {
+        let mut o = StreamObserver::new();
+        let verdict = o.on_event(
+            &ev(r#"{"error":{"message":"engine died","code":500}}"#),
+            1.0,
+        );
+        assert_eq!(
+            verdict,
+            EventVerdict::Fail(
+                ErrorClass::BrokenStream,
+                "server sent an error event: engine died".into()
+            )
+        );
+    }
+
+    #[test]
+    fn eof_before_done_is_a_broken_stream() {
+        let mut o = StreamObserver::new();
+        o.on_bytes(100);
+        o.on_event(&chat("a"), 1.0);
+        o.on_event(&chat("b"), 2.0);
+        let r = o.into_record(id(), times(0.0, 0.0, 3.0), StreamEnd::Eof);
+        assert_eq!(r.error, Some(ErrorClass::BrokenStream));
+        assert_eq!(r.e2e_ms, None);
+        assert_eq!(
+            r.ttft_ms,
+            Some(1.0),
+            "what was measured before the break is kept"
+        );
+        assert_eq!(r.output_tokens, 2);
+    }
+
+    #[test]
+    fn done_without_content_is_empty_output() {
+        let mut o = StreamObserver::new();
+        o.on_event(&ev(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#), 1.0);
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
+            2.0,
+        );
+        o.on_event(&ev("[DONE]"), 2.0);
+        let r = o.into_record(id(), times(0.0, 0.0, 2.0), StreamEnd::Done);
+        assert_eq!(r.error, Some(ErrorClass::EmptyOutput));
+        assert_eq!(r.ttft_ms, None);
+        assert_eq!(r.output_tokens, 0);
+    }
+
+    #[test]
+    fn body_without_any_event_is_not_an_event_stream() {
+        let mut o = StreamObserver::new();
+        o.on_bytes(42);
+        assert!(matches!(
+            o.conclude(StreamEnd::Eof),
+            Some((ErrorClass::MalformedEvent, _))
+        ));
+        let empty = StreamObserver::new();
+        assert!(matches!(
+            empty.conclude(StreamEnd::Eof),
+            Some((ErrorClass::BrokenStream, _))
+        ));
+    }
+
+    #[test]
+    fn failures_keep_their_class() {
+        let o = StreamObserver::new();
+        let r = o.into_record(
+            id(),
+            times(5.0, 6.0, 50.0),
+            StreamEnd::Failed(ErrorClass::Timeout, "no completion within 40 ms".into()),
+        );
+        assert_eq!(r.error, Some(ErrorClass::Timeout));
+        assert_eq!(
+            r.error_detail.as_deref(),
+            Some("no completion within 40 ms")
+        );
+        assert_eq!(r.completed_ms, 50.0);
+    }
+
+    #[test]
+    fn error_messages_of_common_shapes() {
+        let v = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+        assert_eq!(
+            error_message(&v(r#"{"error":{"message":"bad model"}}"#)).unwrap(),
+            "bad model"
+        );
+        assert_eq!(
+            error_message(&v(r#"{"error":"overloaded"}"#)).unwrap(),
+            "overloaded"
+        );
+        assert_eq!(
+            error_message(&v(r#"{"message":"m","code":400}"#)).unwrap(),
+            "m"
+        );
+        assert_eq!(error_message(&v(r#"{"detail":"x"}"#)), None);
+    }
+
+    #[test]
+    fn details_are_truncated_on_char_boundaries() {
+        let long = "é".repeat(MAX_DETAIL_CHARS + 10);
+        let t = truncate_detail(&long);
+        assert_eq!(t.chars().count(), MAX_DETAIL_CHARS + 1);
+        assert!(t.ends_with('…'));
+        assert_eq!(truncate_detail("  short "), "short");
+    }
+}
