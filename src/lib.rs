@@ -1,16 +1,28 @@
 //! capcard: capacity cards for LLM inference.
 //!
 //! The pipeline, one module a stage:
-//! `config` (KDL → [`config::Experiment`]) → `plan` ([`plan::Plan`]) →
-//! `exec` (journals of [`exec::record::RequestRecord`]) → `analyze`
-//! ([`analyze::CapacityReport`]) → `report` (results.json, cards, charts);
-//! `sim` is the built-in engine used as a target.
+//! [`config`] (KDL → [`config::Experiment`]) → [`plan`] ([`plan::Plan`]) →
+//! [`exec`] (journals of [`exec::record::RequestRecord`]) → [`analyze`]
+//! ([`analyze::CapacityReport`]) → [`report`] (results.json, cards, charts);
+//! [`sim`] is the built-in engine used as a target. [`runner`] drives the
+//! stages for `capcard run`, [`folder`] owns the results folder on disk.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let experiment = capcard::config::load("experiments/quickstart.kdl".as_ref())?;
+//! let plan = capcard::plan::build(&experiment);
+//! println!("{}", capcard::plan::render_table(&plan, &experiment));
+//! # Ok(()) }
+//! ```
 
 pub mod analyze;
+pub mod cli;
 pub mod config;
 pub mod exec;
+pub mod folder;
 pub mod plan;
 pub mod report;
+pub mod runner;
 pub mod sim;
 pub mod workload;
 

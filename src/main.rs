@@ -1,1 +1,220 @@
-fn main() {}
+//! The `capcard` binary: parse arguments, call the library, map errors to
+//! exit codes (0 success, 1 invalid input or usage, 2 a run could not be
+//! carried out or was interrupted).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+use capcard::cli::{Cli, Command, OnlyMode};
+use capcard::{config, folder, plan, runner, sim};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Check { files } => check(&files),
+        Command::Plan { file, json } => plan_cmd(&file, json),
+        Command::Run {
+            file,
+            out,
+            only,
+            target,
+            workload,
+            resume,
+            quiet,
+        } => {
+            let request = runner::RunRequest {
+                experiment_path: file,
+                out,
+                only: only.map(|o| match o {
+                    OnlyMode::Closed => plan::Mode::Closed,
+                    OnlyMode::Open => plan::Mode::Open,
+                }),
+                target,
+                workload,
+                resume,
+                show_progress: !quiet && std::io::stderr().is_terminal(),
+            };
+            run_cmd(request)
+        }
+        Command::Report { dir, template, out } => {
+            match folder::rerender(&dir, template.as_deref(), out.as_deref()) {
+                Ok(written) => {
+                    for path in written.cards.iter().chain(written.summary.iter()) {
+                        println!("{}", path.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e, 1),
+            }
+        }
+        Command::Sim {
+            preset,
+            listen,
+            list,
+            fail_rate,
+            cut_rate,
+            stall,
+            seed,
+        } => {
+            if list {
+                print!("{}", sim::presets::describe_all());
+                return ExitCode::SUCCESS;
+            }
+            let config = match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed) {
+                Ok(c) => c,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(1);
+                }
+            };
+            with_runtime(async move {
+                eprintln!("capcard sim: {preset} on http://{listen}/v1 (Ctrl-C stops)");
+                let shutdown = async {
+                    let _ = tokio::signal::ctrl_c().await;
+                };
+                match sim::serve(config, listen, shutdown).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::from(2)
+                    }
+                }
+            })
+        }
+    }
+}
+
+/// The `capcard sim` flags as a simulator configuration.
+fn sim_config(
+    preset: &str,
+    fail_rate: f64,
+    cut_rate: f64,
+    stall: Option<&str>,
+    seed: u64,
+) -> Result<sim::SimConfig, String> {
+    for (flag, value) in [("--fail-rate", fail_rate), ("--cut-rate", cut_rate)] {
+        if !(0.0..=1.0).contains(&value) {
+            return Err(format!(
+                "{flag} must be a fraction between 0 and 1, got {value}"
+            ));
+        }
+    }
+    let stall = stall
+        .map(|text| {
+            config::units::parse_duration(text)
+                .map_err(|e| format!("--stall {text}: {}; {}", e.message, e.help))
+        })
+        .transpose()?;
+    let faults = config::SimFaults {
+        fail_rate: config::Fraction(fail_rate),
+        cut_rate: config::Fraction(cut_rate),
+        stall,
+    };
+    Ok(sim::SimConfig::for_preset(preset)
+        .map_err(|e| e.to_string())?
+        .with_faults(faults)
+        .with_seed(seed))
+}
+
+fn check(files: &[std::path::PathBuf]) -> ExitCode {
+    let mut failed = false;
+    for file in files {
+        match config::load(file) {
+            Ok(experiment) => println!("{}", config::summary_line(file, &experiment)),
+            Err(e) => {
+                failed = true;
+                eprintln!("{:?}", miette::Report::new(e));
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn plan_cmd(file: &std::path::Path, json: bool) -> ExitCode {
+    let experiment = match config::load(file) {
+        Ok(e) => e,
+        Err(e) => return fail(e, 1),
+    };
+    let plan = plan::build(&experiment);
+    if json {
+        match serde_json::to_string_pretty(&plan) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", plan::render_table(&plan, &experiment));
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_cmd(request: runner::RunRequest) -> ExitCode {
+    with_runtime(async move {
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!(
+                    "\ninterrupted: stopping, keeping what was measured (Ctrl-C again to abort)"
+                );
+                on_signal.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        let mut log = std::io::stderr();
+        match runner::run(&request, cancel, &mut log).await {
+            Ok(outcome) => {
+                let mut out = std::io::stdout().lock();
+                for path in outcome
+                    .written
+                    .summary
+                    .iter()
+                    .chain(outcome.written.cards.iter())
+                {
+                    let _ = writeln!(out, "{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                let code = e.exit_code() as u8;
+                fail(e, code)
+            }
+        }
+    })
+}
+
+fn with_runtime(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn fail(error: impl miette::Diagnostic + Send + Sync + 'static, code: u8) -> ExitCode {
+    eprintln!("{:?}", miette::Report::new(error));
+    ExitCode::from(code)
+}

@@ -195,23 +195,45 @@ pub struct Dist {
 
 impl Dist {
     pub fn fixed(v: f64) -> Self {
-        Dist { kind: DistKind::Fixed { value: v }, min: None, max: None }
+        Dist {
+            kind: DistKind::Fixed { value: v },
+            min: None,
+            max: None,
+        }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "kebab-case")]
 pub enum DistKind {
-    Fixed { value: f64 },
-    Uniform { min: f64, max: f64 },
-    Normal { mean: f64, stddev: f64 },
+    Fixed {
+        value: f64,
+    },
+    Uniform {
+        min: f64,
+        max: f64,
+    },
+    Normal {
+        mean: f64,
+        stddev: f64,
+    },
     /// Parameterised by the median (= e^mu) and sigma of the underlying
     /// normal; `mean=`/`stddev=` in the file are converted to these.
-    LogNormal { median: f64, sigma: f64 },
-    Exponential { mean: f64 },
-    Gamma { shape: f64, scale: f64 },
+    LogNormal {
+        median: f64,
+        sigma: f64,
+    },
+    Exponential {
+        mean: f64,
+    },
+    Gamma {
+        shape: f64,
+        scale: f64,
+    },
     /// `(value, weight)` pairs; weights need not sum to 1.
-    Empirical { points: Vec<(f64, f64)> },
+    Empirical {
+        points: Vec<(f64, f64)>,
+    },
 }
 
 // ---------------------------------------------------------------- SLOs
@@ -325,7 +347,10 @@ pub struct CrossPSpec {
 
 impl Default for CrossPSpec {
     fn default() -> Self {
-        CrossPSpec { metric: LatencyMetric::Ttft, stat: Stat::Percentile(50.0) }
+        CrossPSpec {
+            metric: LatencyMetric::Ttft,
+            stat: Stat::Percentile(50.0),
+        }
     }
 }
 
@@ -339,7 +364,10 @@ pub struct KneeSpec {
 
 impl Default for KneeSpec {
     fn default() -> Self {
-        KneeSpec { lower: 0.9, upper: 0.97 }
+        KneeSpec {
+            lower: 0.9,
+            upper: 0.97,
+        }
     }
 }
 
@@ -379,7 +407,11 @@ impl Arrival {
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum RateSelection {
     /// `search min=0.5 max=64 precision="5%"`: find Cr_open per SLO.
-    Search { min: RatePerS, max: RatePerS, precision: Fraction },
+    Search {
+        min: RatePerS,
+        max: RatePerS,
+        precision: Fraction,
+    },
     /// `rates 1 2 4 8`: an explicit grid (Cr_open = best passing grid rate).
     Grid { rates: Vec<RatePerS> },
 }

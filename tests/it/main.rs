@@ -2,7 +2,9 @@
 //! endpoint start the simulated engine (or a scripted server) on an
 //! ephemeral loopback port.
 
+mod cli;
 mod config;
+mod e2e;
 mod exec;
 mod report;
 mod sim;

@@ -1,0 +1,101 @@
+//! Command-line arguments (clap derive). Only shapes and validates argument
+//! syntax; meaning lives in the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "capcard",
+    version,
+    about = "Capacity cards for LLM inference: CrossP, Cr_closed and Cr_open from declarative experiments",
+    long_about = "capcard measures how many users one LLM-inference replica serves well. \
+                  It expands a KDL experiment into closed-loop and open-loop runs against an \
+                  OpenAI-compatible endpoint (or the built-in simulated engine) and renders a \
+                  capacity card and a sizing table from the results."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate experiment files; exit 1 with diagnostics on any error.
+    Check {
+        /// Experiment files (.kdl).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the runs an experiment expands into, and an estimate of wall time.
+    Plan {
+        file: PathBuf,
+        /// Print the plan as JSON (the plan.json of a results folder).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Execute an experiment: write the results folder and the capacity cards.
+    Run {
+        file: PathBuf,
+        /// Results folder (default: results/<experiment>-<UTC timestamp>).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Run only the closed sweep or only the open runs.
+        #[arg(long, value_enum)]
+        only: Option<OnlyMode>,
+        /// Run only this target.
+        #[arg(long)]
+        target: Option<String>,
+        /// Run only this workload.
+        #[arg(long)]
+        workload: Option<String>,
+        /// Continue an interrupted results folder: completed runs are kept, the rest is run.
+        #[arg(long, conflicts_with = "out")]
+        resume: Option<PathBuf>,
+        /// No progress display.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Re-render the cards of a results folder without touching any endpoint.
+    Report {
+        dir: PathBuf,
+        /// A minijinja card template to use instead of the built-in one.
+        #[arg(long)]
+        template: Option<PathBuf>,
+        /// Write the card(s) to this file instead of into the results folder.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C.
+    Sim {
+        /// Preset (see --list).
+        #[arg(long, default_value = "h100-llama3-8b")]
+        preset: String,
+        /// Address to listen on (loopback by default).
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: SocketAddr,
+        /// List the presets and exit.
+        #[arg(long)]
+        list: bool,
+        /// Fraction of requests answered with HTTP 500 (fault injection).
+        #[arg(long, default_value_t = 0.0)]
+        fail_rate: f64,
+        /// Fraction of streams cut mid-way (fault injection).
+        #[arg(long, default_value_t = 0.0)]
+        cut_rate: f64,
+        /// A pause inserted mid-stream in every response, e.g. "2s".
+        #[arg(long)]
+        stall: Option<String>,
+        /// Seed of the engine's random choices (faults, EOS draws).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnlyMode {
+    Closed,
+    Open,
+}

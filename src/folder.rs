@@ -1,0 +1,382 @@
+//! The results folder (SPEC §5): its layout, and turning what it holds back
+//! into a [`CapacityReport`].
+//!
+//! Journals are the source of truth. `results.json` and the cards are always
+//! recomputed from `runs/*.jsonl` by [`recompute`], by `capcard run` after
+//! every run and by `capcard report` later, so the two produce byte-identical
+//! cards and a folder cut short by a crash still renders.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::analyze::{self, CapacityReport, Card};
+use crate::config::{self, ConfigError, Experiment, OpenSpec, RateSelection};
+use crate::exec::{self, record::Journal};
+use crate::plan::{Load, Mode, Plan};
+use crate::report::{self, Templates};
+
+pub const EXPERIMENT_FILE: &str = "experiment.kdl";
+pub const PLAN_FILE: &str = "plan.json";
+pub const RESULTS_FILE: &str = "results.json";
+pub const RUNS_DIR: &str = "runs";
+pub const SUMMARY_FILE: &str = "summary.md";
+
+#[derive(Debug, Error, miette::Diagnostic)]
+pub enum FolderError {
+    #[error("{path}: {source}")]
+    #[diagnostic(code(capcard::io))]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0} is not a capcard results folder (no {EXPERIMENT_FILE})")]
+    #[diagnostic(
+        code(capcard::not_a_results_folder),
+        help("give the folder that `capcard run` wrote, the one holding experiment.kdl and runs/")
+    )]
+    NotAResultsFolder(PathBuf),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] Box<ConfigError>),
+    #[error("journal {path}: {message}")]
+    #[diagnostic(code(capcard::journal))]
+    Journal { path: PathBuf, message: String },
+    #[error("rendering: {0}")]
+    #[diagnostic(code(capcard::render))]
+    Render(String),
+}
+
+pub fn io_err(path: &Path) -> impl FnOnce(io::Error) -> FolderError + '_ {
+    move |source| FolderError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Paths inside one results folder.
+#[derive(Debug, Clone)]
+pub struct ResultsFolder {
+    pub dir: PathBuf,
+}
+
+impl ResultsFolder {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ResultsFolder { dir: dir.into() }
+    }
+    pub fn experiment(&self) -> PathBuf {
+        self.dir.join(EXPERIMENT_FILE)
+    }
+    pub fn plan(&self) -> PathBuf {
+        self.dir.join(PLAN_FILE)
+    }
+    pub fn results(&self) -> PathBuf {
+        self.dir.join(RESULTS_FILE)
+    }
+    pub fn runs(&self) -> PathBuf {
+        self.dir.join(RUNS_DIR)
+    }
+    pub fn journal(&self, run_id: &str) -> PathBuf {
+        self.runs().join(format!("{run_id}.jsonl"))
+    }
+
+    /// Create the folder and `runs/`, copy the experiment source, write the plan.
+    pub fn create(&self, experiment_source: &str, plan: &Plan) -> Result<(), FolderError> {
+        fs::create_dir_all(self.runs()).map_err(io_err(&self.runs()))?;
+        write(&self.experiment(), experiment_source)?;
+        let plan_json = serde_json::to_string_pretty(plan)
+            .map_err(|e| FolderError::Render(format!("plan.json: {e}")))?;
+        write(&self.plan(), &(plan_json + "\n"))
+    }
+
+    /// Parse the experiment copy stored in the folder.
+    pub fn load_experiment(&self) -> Result<Experiment, FolderError> {
+        let path = self.experiment();
+        if !path.is_file() {
+            return Err(FolderError::NotAResultsFolder(self.dir.clone()));
+        }
+        config::load(&path).map_err(|e| FolderError::Config(Box::new(e)))
+    }
+
+    /// Every journal in `runs/`, read back (tolerating truncated ones).
+    pub fn journals(&self) -> Result<Vec<(PathBuf, Journal)>, FolderError> {
+        let dir = self.runs();
+        let mut paths: Vec<PathBuf> = match fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(FolderError::Io { path: dir, source }),
+        };
+        paths.sort();
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            let journal = exec::read_journal(&path).map_err(|e| FolderError::Journal {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            out.push((path, journal));
+        }
+        Ok(out)
+    }
+
+    /// The status `capcard run` recorded, if it wrote results.json.
+    fn recorded_status(&self) -> Option<String> {
+        let text = fs::read_to_string(self.results()).ok()?;
+        report::parse_results_json(&text).ok().map(|r| r.status)
+    }
+}
+
+/// A journal is finished when it has a footer and was not interrupted.
+pub fn journal_finished(journal: &Journal) -> bool {
+    journal.footer.as_ref().is_some_and(|f| !f.interrupted)
+}
+
+/// Rebuild the whole report from the journals of a folder.
+///
+/// `status_override` is what the caller knows better than the journals
+/// (`capcard run` knows it was interrupted between runs); `None` uses the
+/// status recorded in results.json, else derives it from the journals.
+pub fn recompute(
+    folder: &ResultsFolder,
+    experiment: &Experiment,
+    plan: &Plan,
+    status_override: Option<&str>,
+) -> Result<CapacityReport, FolderError> {
+    let journals = folder.journals()?;
+    let mut by_card: BTreeMap<(String, String), Vec<Journal>> = BTreeMap::new();
+    for (_, journal) in journals {
+        let Some(header) = &journal.header else {
+            continue;
+        };
+        let key = (header.run.target.clone(), header.run.workload.clone());
+        by_card.entry(key).or_default().push(journal);
+    }
+
+    let mut any_missing = false;
+    let mut any_interrupted = false;
+    let mut started_at: Option<String> = None;
+    let mut finished_at: Option<String> = None;
+    let mut cards: Vec<Card> = Vec::new();
+
+    for card_plan in &plan.cards {
+        let (Some(target), Some(workload)) = (
+            experiment.target(&card_plan.target),
+            experiment.workload(&card_plan.workload),
+        ) else {
+            continue;
+        };
+        let journals = by_card
+            .remove(&(card_plan.target.clone(), card_plan.workload.clone()))
+            .unwrap_or_default();
+        let mut model = None;
+        let mut closed = Vec::new();
+        let mut open = Vec::new();
+        for journal in &journals {
+            let Some(header) = &journal.header else {
+                continue;
+            };
+            if model.is_none() {
+                model = Some(header.model.clone());
+            }
+            if started_at
+                .as_deref()
+                .is_none_or(|s| header.started_at.as_str() < s)
+            {
+                started_at = Some(header.started_at.clone());
+            }
+            match &journal.footer {
+                Some(f) => {
+                    any_interrupted |= f.interrupted;
+                    if finished_at
+                        .as_deref()
+                        .is_none_or(|s| f.finished_at.as_str() > s)
+                    {
+                        finished_at = Some(f.finished_at.clone());
+                    }
+                }
+                None => any_interrupted = true,
+            }
+            let summary = summarize_run(journal, experiment);
+            match header.run.mode {
+                Mode::Closed => closed.push(summary),
+                Mode::Open => open.push(summary),
+            }
+        }
+        closed.sort_by_key(|s| s.concurrency.unwrap_or(0));
+        open.sort_by(|a, b| {
+            a.rate_rps
+                .unwrap_or(0.0)
+                .total_cmp(&b.rate_rps.unwrap_or(0.0))
+        });
+        // A run can be repeated (a longer re-run for too few samples): the
+        // latest journal at a level/rate wins, earlier ones stay on disk.
+        closed.dedup_by(|later, earlier| {
+            later.concurrency == earlier.concurrency && {
+                std::mem::swap(later, earlier);
+                true
+            }
+        });
+        open.dedup_by(|later, earlier| {
+            later.rate_rps == earlier.rate_rps && {
+                std::mem::swap(later, earlier);
+                true
+            }
+        });
+
+        let planned_closed = card_plan.closed.len();
+        if closed.len() < planned_closed {
+            any_missing = true;
+        }
+        if let crate::plan::OpenPlan::Grid { runs } = &card_plan.open {
+            let done = runs
+                .iter()
+                .filter(|r| match r.load {
+                    Load::Rate { rate, .. } => open.iter().any(|s| s.rate_rps == Some(rate.0)),
+                    Load::Concurrency { .. } => true,
+                })
+                .count();
+            if done < runs.len() {
+                any_missing = true;
+            }
+        }
+        cards.push(analyze::card::build_card(
+            experiment, target, workload, model, closed, open,
+        ));
+    }
+
+    let status = match status_override {
+        Some(s) => s.to_string(),
+        None => folder.recorded_status().unwrap_or_else(|| {
+            if any_interrupted {
+                "interrupted".to_string()
+            } else if any_missing {
+                "partial".to_string()
+            } else {
+                "complete".to_string()
+            }
+        }),
+    };
+    Ok(analyze::card::build_report(
+        experiment,
+        cards,
+        &status,
+        started_at,
+        finished_at,
+    ))
+}
+
+/// Summarise one journal with everything the experiment will ask of it:
+/// its SLOs, and the CrossP statistic when it is not a standard percentile.
+pub fn summarize_run(journal: &Journal, experiment: &Experiment) -> analyze::RunSummary {
+    let extra: Vec<_> = experiment.closed.iter().map(|c| c.crossp.stat).collect();
+    analyze::summary::summarize_with(journal, &experiment.slos, &extra)
+}
+
+/// Search ceiling of an open spec (`None` for grids), for "Cr_open ≥ max".
+pub fn search_max(open: Option<&OpenSpec>) -> Option<f64> {
+    match open.map(|o| &o.rates) {
+        Some(RateSelection::Search { max, .. }) => Some(max.0),
+        _ => None,
+    }
+}
+
+/// What [`write_outputs`] wrote.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub cards: Vec<PathBuf>,
+    pub charts: Vec<PathBuf>,
+    pub summary: Option<PathBuf>,
+    pub results: Option<PathBuf>,
+}
+
+/// Write results.json, every card, its charts and the summary into the folder.
+pub fn write_outputs(
+    folder: &ResultsFolder,
+    report_model: &CapacityReport,
+    templates: &Templates,
+) -> Result<Written, FolderError> {
+    let mut written = Written::default();
+    let results_path = folder.results();
+    write(&results_path, &report::results_json(report_model))?;
+    written.results = Some(results_path);
+    for card in &report_model.cards {
+        let md = report::render_card(report_model, card, templates)
+            .map_err(|e| FolderError::Render(e.to_string()))?;
+        let path = folder.dir.join(report::card_file_name(card));
+        write(&path, &md)?;
+        written.cards.push(path);
+        for chart in report::charts(card) {
+            let path = folder.dir.join(&chart.file_name);
+            write(&path, &chart.svg)?;
+            written.charts.push(path);
+        }
+    }
+    if let Some(summary) = report::render_summary(report_model, templates)
+        .map_err(|e| FolderError::Render(e.to_string()))?
+    {
+        let path = folder.dir.join(SUMMARY_FILE);
+        write(&path, &summary)?;
+        written.summary = Some(path);
+    }
+    Ok(written)
+}
+
+/// Write via a temporary file and rename, so a reader never sees half a file.
+pub fn write(path: &Path, contents: &str) -> Result<(), FolderError> {
+    let tmp = path.with_extension("tmp~");
+    fs::write(&tmp, contents).map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+/// `capcard report DIR [--template FILE] [--out FILE]`: recompute the report
+/// from the folder's journals and render it. With `out`, the card(s) go to
+/// that one file (the summary first when there are several cards) and the
+/// folder is left untouched.
+pub fn rerender(
+    dir: &Path,
+    template: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<Written, FolderError> {
+    let folder = ResultsFolder::new(dir);
+    let experiment = folder.load_experiment()?;
+    let plan_text = fs::read_to_string(folder.plan()).map_err(io_err(&folder.plan()))?;
+    let plan: Plan = serde_json::from_str(&plan_text).map_err(|e| FolderError::Journal {
+        path: folder.plan(),
+        message: e.to_string(),
+    })?;
+    let templates = match template {
+        Some(path) => {
+            Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))?
+        }
+        None => Templates::builtin(),
+    };
+    let report_model = recompute(&folder, &experiment, &plan, None)?;
+    match out {
+        None => write_outputs(&folder, &report_model, &templates),
+        Some(path) => {
+            let mut text = String::new();
+            if let Some(summary) = report::render_summary(&report_model, &templates)
+                .map_err(|e| FolderError::Render(e.to_string()))?
+            {
+                text.push_str(&summary);
+                text.push('\n');
+            }
+            for card in &report_model.cards {
+                let md = report::render_card(&report_model, card, &templates)
+                    .map_err(|e| FolderError::Render(e.to_string()))?;
+                text.push_str(&md);
+            }
+            write(path, &text)?;
+            Ok(Written {
+                cards: vec![path.to_path_buf()],
+                ..Written::default()
+            })
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! `capcard run`: drives a plan to a results folder.
+//!
+//! Order per card (target × workload): the closed sweep, then CrossP and
+//! Cr_closed from it, then the open runs — an explicit grid, or the Cr_open
+//! search, whose next rate depends on the last verdict (the plan holds the
+//! search as a rule; this loop resolves it with `analyze::search`).
+//! After every run the journals are re-read and results.json and the cards
+//! rewritten, so whatever happens next, the folder on disk renders.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::analyze::{self, RunSummary};
+use crate::config::{self, ConfigError, Experiment, StopRule, Target, TargetKind};
+use crate::exec::{self, Endpoint, RunOptions, record::Journal};
+use crate::folder::{self, FolderError, ResultsFolder};
+use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
+use crate::report::Templates;
+use crate::sim;
+
+/// Longest a run is extended to for the samples an SLO percentile needs.
+const MAX_EXTENDED_RUN: Duration = Duration::from_secs(600);
+
+/// What `capcard run` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub experiment_path: PathBuf,
+    pub out: Option<PathBuf>,
+    pub only: Option<Mode>,
+    pub target: Option<String>,
+    pub workload: Option<String>,
+    pub resume: Option<PathBuf>,
+    pub show_progress: bool,
+}
+
+#[derive(Debug, Error, miette::Diagnostic)]
+pub enum RunError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] Box<ConfigError>),
+    #[error("{0}")]
+    #[diagnostic(code(capcard::usage))]
+    Usage(String, #[help] Option<String>),
+    #[error("target `{target}` is not reachable at {url}: {message}")]
+    #[diagnostic(
+        code(capcard::unreachable),
+        help("start the server first, or check `endpoint` in the experiment; nothing was run")
+    )]
+    Unreachable {
+        target: String,
+        url: String,
+        message: String,
+    },
+    #[error("could not start the simulated engine for target `{target}`: {message}")]
+    #[diagnostic(code(capcard::sim))]
+    Sim { target: String, message: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Folder(#[from] FolderError),
+    #[error("run {run_id} could not be carried out: {message}")]
+    #[diagnostic(code(capcard::exec))]
+    Exec { run_id: String, message: String },
+    #[error("interrupted: what was measured is in {}", dir.display())]
+    #[diagnostic(
+        code(capcard::interrupted),
+        help("render it with `capcard report {}`, or continue with `capcard run FILE --resume {}`", dir.display(), dir.display())
+    )]
+    Interrupted { dir: PathBuf },
+}
+
+impl RunError {
+    /// SPEC §4: 1 invalid input or usage; 2 a run could not be carried out.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Config(_) | RunError::Usage(..) => 1,
+            RunError::Folder(FolderError::Config(_)) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// What a finished `run` produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub written: folder::Written,
+}
+
+/// A target made ready to receive requests (a sim started, a model resolved).
+struct LiveTarget {
+    endpoint: Endpoint,
+    sim: Option<sim::SimServer>,
+}
+
+/// Execute `request`, reporting progress lines to `log`.
+pub async fn run(
+    request: &RunRequest,
+    cancel: CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<RunOutcome, RunError> {
+    let (source, experiment) = load_source(&request.experiment_path)?;
+    let full_plan = plan::build(&experiment);
+    let selected = select(&full_plan, &experiment, request)?;
+
+    let (folder, resuming) = match &request.resume {
+        Some(dir) => (ResultsFolder::new(dir), true),
+        None => (
+            ResultsFolder::new(
+                request
+                    .out
+                    .clone()
+                    .unwrap_or_else(|| default_out_dir(&experiment)),
+            ),
+            false,
+        ),
+    };
+    if resuming {
+        // The folder's own experiment is the one being continued.
+        let stored = std::fs::read_to_string(folder.experiment())
+            .map_err(|_| FolderError::NotAResultsFolder(folder.dir.clone()))?;
+        if stored != source {
+            return Err(RunError::Usage(
+                format!(
+                    "{} was made from a different experiment than {}",
+                    folder.dir.display(),
+                    request.experiment_path.display()
+                ),
+                Some("resume with the same file; start a new folder with --out".into()),
+            ));
+        }
+    } else {
+        if folder.experiment().exists() {
+            return Err(RunError::Usage(
+                format!("{} already holds results", folder.dir.display()),
+                Some(
+                    "continue it with --resume, or choose another --out; nothing is overwritten"
+                        .into(),
+                ),
+            ));
+        }
+        folder.create(&source, &full_plan)?;
+    }
+    let _ = writeln!(log, "results folder: {}", folder.dir.display());
+
+    // Start sims and probe endpoints before any run: an unreachable target
+    // is an error now, not thirty failed runs later.
+    let mut live: BTreeMap<String, LiveTarget> = BTreeMap::new();
+    for card in &selected.cards {
+        if live.contains_key(&card.target) {
+            continue;
+        }
+        let Some(target) = experiment.target(&card.target) else {
+            continue;
+        };
+        let prepared = prepare_target(target, experiment.seed).await?;
+        let _ = writeln!(
+            log,
+            "target {}: {} (model {})",
+            target.name, prepared.endpoint.base_url, prepared.endpoint.model
+        );
+        live.insert(target.name.clone(), prepared);
+    }
+
+    let templates = Templates::builtin();
+    let outcome = drive(
+        &experiment,
+        &full_plan,
+        &selected,
+        &folder,
+        &live,
+        resuming,
+        request,
+        &cancel,
+        log,
+    )
+    .await;
+
+    for (_, target) in live {
+        if let Some(server) = target.sim {
+            server.shutdown().await;
+        }
+    }
+
+    let interrupted = cancel.is_cancelled();
+    let status = match &outcome {
+        Ok(()) if interrupted => "interrupted",
+        Ok(()) => "complete",
+        Err(_) => "interrupted",
+    };
+    let report_model = folder::recompute(&folder, &experiment, &full_plan, Some(status))?;
+    let written = folder::write_outputs(&folder, &report_model, &templates)?;
+    outcome?;
+    if interrupted {
+        return Err(RunError::Interrupted {
+            dir: folder.dir.clone(),
+        });
+    }
+    Ok(RunOutcome {
+        dir: folder.dir.clone(),
+        written,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    experiment: &Experiment,
+    full_plan: &Plan,
+    selected: &Plan,
+    folder: &ResultsFolder,
+    live: &BTreeMap<String, LiveTarget>,
+    resuming: bool,
+    request: &RunRequest,
+    cancel: &CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let templates = Templates::builtin();
+    let options = RunOptions {
+        show_progress: request.show_progress,
+        cancel: cancel.clone(),
+    };
+    for card in &selected.cards {
+        let (Some(target), Some(workload)) =
+            (live.get(&card.target), experiment.workload(&card.workload))
+        else {
+            continue;
+        };
+        let _ = writeln!(log, "card {} × {}", card.target, card.workload);
+        let mut closed: Vec<RunSummary> = Vec::new();
+        for run in &card.closed {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let journal = execute(folder, target, workload, run, resuming, &options, log).await?;
+            closed.push(folder::summarize_run(&journal, experiment));
+            refresh(folder, experiment, full_plan, &templates)?;
+        }
+
+        match &card.open {
+            OpenPlan::None => {}
+            OpenPlan::Grid { runs } => {
+                for run in runs {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    execute(folder, target, workload, run, resuming, &options, log).await?;
+                    refresh(folder, experiment, full_plan, &templates)?;
+                }
+            }
+            OpenPlan::Search {
+                min,
+                max,
+                precision,
+                template,
+                ..
+            } => {
+                // The search starts from the closed sweep of this card when
+                // there is one (Little's law at the knee), else from the
+                // geometric middle of [min, max].
+                let knee = experiment
+                    .closed
+                    .as_ref()
+                    .and_then(|spec| analyze::knee::cr_closed(&closed, &spec.knee));
+                let start = analyze::search::start_estimate(&closed, knee.as_ref());
+                let slo_names: Vec<String> = card.slos.clone();
+                let mut search =
+                    analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
+                while let Some(rate) = search.next_rate() {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    let run = plan::run_at_rate(template, config::RatePerS(rate), experiment.seed);
+                    let mut journal =
+                        execute(folder, target, workload, &run, resuming, &options, log).await?;
+                    let mut summary = folder::summarize_run(&journal, experiment);
+                    // Too few samples for a percentile clause: extend the run
+                    // (once) rather than judge on noise.
+                    if let Some(needed) = analyze::search::needs_longer(&summary, &experiment.slos)
+                    {
+                        if !cancel.is_cancelled() {
+                            let longer = lengthen(&run, needed, rate);
+                            if longer.stop != run.stop {
+                                let _ = writeln!(
+                                    log,
+                                    "  {}: {} calls measured, {} needed for the SLO percentiles: re-running longer",
+                                    run.id, summary.requests, needed
+                                );
+                                journal = execute(
+                                    folder, target, workload, &longer, false, &options, log,
+                                )
+                                .await?;
+                                summary = folder::summarize_run(&journal, experiment);
+                            }
+                        }
+                    }
+                    if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
+                        return Ok(());
+                    }
+                    search.record(rate, &summary.slo_pass);
+                    refresh(folder, experiment, full_plan, &templates)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run one plan entry, or reuse its journal when resuming and it finished.
+async fn execute(
+    folder: &ResultsFolder,
+    target: &LiveTarget,
+    workload: &config::Workload,
+    run: &RunPlan,
+    resuming: bool,
+    options: &RunOptions,
+    log: &mut (dyn Write + Send),
+) -> Result<Journal, RunError> {
+    let path = folder.journal(&run.id);
+    if resuming && path.is_file() {
+        if let Ok(journal) = exec::read_journal(&path) {
+            if folder::journal_finished(&journal)
+                && journal.header.as_ref().is_some_and(|h| h.run == *run)
+            {
+                let _ = writeln!(log, "  {}: kept from the interrupted run", run.id);
+                return Ok(journal);
+            }
+        }
+    }
+    let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
+    let journal = exec::execute_run(&target.endpoint, workload, run, &path, options)
+        .await
+        .map_err(|e| RunError::Exec {
+            run_id: run.id.clone(),
+            message: e.to_string(),
+        })?;
+    Ok(journal)
+}
+
+fn refresh(
+    folder: &ResultsFolder,
+    experiment: &Experiment,
+    plan: &Plan,
+    templates: &Templates,
+) -> Result<(), RunError> {
+    let report_model = folder::recompute(folder, experiment, plan, Some("running"))?;
+    folder::write_outputs(folder, &report_model, templates)?;
+    Ok(())
+}
+
+fn describe_run(run: &RunPlan) -> String {
+    let load = match run.load {
+        Load::Concurrency { concurrency } => format!("closed loop, concurrency {concurrency}"),
+        Load::Rate { rate, arrival } => format!("open loop, {} rps {}", rate.0, arrival.label()),
+    };
+    let stop = match run.stop {
+        StopRule::Duration(d) => format!("{} s", d.as_secs_f64()),
+        StopRule::Requests(n) => format!("{n} requests"),
+    };
+    format!("{load}, warmup {} s + {stop}", run.warmup.as_secs_f64())
+}
+
+/// A longer version of `run` that should measure about `needed` calls at
+/// `rate`. The duration grows to what the samples need, up to 4× the planned
+/// duration or 10 minutes, whichever is longer, so a search stays bounded; a
+/// verdict still short of samples after that says so on the card.
+fn lengthen(run: &RunPlan, needed: u64, rate: f64) -> RunPlan {
+    let mut longer = run.clone();
+    match run.stop {
+        StopRule::Duration(d) if rate > 0.0 => {
+            let wanted = Duration::from_secs_f64((needed as f64 / rate) * 1.1);
+            let ceiling = (d * 4).max(MAX_EXTENDED_RUN);
+            let capped = wanted.min(ceiling).max(d);
+            longer.stop = StopRule::Duration(capped);
+        }
+        StopRule::Requests(n) => longer.stop = StopRule::Requests(n.max(needed)),
+        StopRule::Duration(_) => {}
+    }
+    longer
+}
+
+async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunError> {
+    let api_key = match &target.api_key_env {
+        Some(var) => match std::env::var(var) {
+            Ok(v) if !v.is_empty() => Some(v),
+            _ => {
+                return Err(RunError::Usage(
+                    format!(
+                        "target `{}`: environment variable {var} is not set",
+                        target.name
+                    ),
+                    Some(format!(
+                        "export {var}=... before running, or remove `api-key-env`"
+                    )),
+                ));
+            }
+        },
+        None => None,
+    };
+    let (base_url, server) = match &target.kind {
+        TargetKind::Endpoint { base_url } => (base_url.trim_end_matches('/').to_string(), None),
+        TargetKind::Sim { preset, faults } => {
+            let Some(preset) = sim::presets::find(preset) else {
+                return Err(RunError::Sim {
+                    target: target.name.clone(),
+                    message: format!("unknown preset {preset}"),
+                });
+            };
+            let config = sim::SimConfig::new(preset)
+                .with_faults(faults.clone())
+                .with_seed(seed);
+            let server = sim::start(config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+                .await
+                .map_err(|e| RunError::Sim {
+                    target: target.name.clone(),
+                    message: e.to_string(),
+                })?;
+            (server.base_url(), Some(server))
+        }
+    };
+    let models = exec::probe_models(
+        &base_url,
+        api_key.as_deref(),
+        target.timeout.min(Duration::from_secs(30)),
+    )
+    .await
+    .map_err(|e| RunError::Unreachable {
+        target: target.name.clone(),
+        url: base_url.clone(),
+        message: e.to_string(),
+    })?;
+    let model = match &target.model {
+        Some(m) => m.clone(),
+        None => models
+            .first()
+            .cloned()
+            .ok_or_else(|| RunError::Unreachable {
+                target: target.name.clone(),
+                url: base_url.clone(),
+                message: "GET /models listed no model; set `model` in the target".into(),
+            })?,
+    };
+    Ok(LiveTarget {
+        endpoint: Endpoint {
+            base_url,
+            api: target.api,
+            model,
+            api_key,
+            timeout: target.timeout,
+        },
+        sim: server,
+    })
+}
+
+fn load_source(path: &Path) -> Result<(String, Experiment), RunError> {
+    let source = std::fs::read_to_string(path).map_err(|source| {
+        RunError::Folder(FolderError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    let experiment = config::parse(&source, path).map_err(Box::new)?;
+    Ok((source, experiment))
+}
+
+/// Apply `--target`, `--workload` and `--only` to the plan.
+pub fn select(
+    plan: &Plan,
+    experiment: &Experiment,
+    request: &RunRequest,
+) -> Result<Plan, RunError> {
+    let check = |kind: &str, wanted: &Option<String>, names: Vec<&str>| -> Result<(), RunError> {
+        if let Some(w) = wanted {
+            if !names.contains(&w.as_str()) {
+                return Err(RunError::Usage(
+                    format!("no {kind} named `{w}` in the experiment"),
+                    Some(format!("{kind}s: {}", names.join(", "))),
+                ));
+            }
+        }
+        Ok(())
+    };
+    check(
+        "target",
+        &request.target,
+        experiment.targets.iter().map(|t| t.name.as_str()).collect(),
+    )?;
+    check(
+        "workload",
+        &request.workload,
+        experiment
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect(),
+    )?;
+    let mut selected = plan.clone();
+    selected.cards.retain(|c: &CardPlan| {
+        request.target.as_ref().is_none_or(|t| *t == c.target)
+            && request.workload.as_ref().is_none_or(|w| *w == c.workload)
+    });
+    for card in &mut selected.cards {
+        match request.only {
+            Some(Mode::Closed) => card.open = OpenPlan::None,
+            Some(Mode::Open) => card.closed.clear(),
+            None => {}
+        }
+    }
+    Ok(selected)
+}
+
+fn default_out_dir(experiment: &Experiment) -> PathBuf {
+    let stamp = utc_stamp();
+    PathBuf::from("results").join(format!("{}-{stamp}", sanitize(&experiment.name)))
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC, without a date crate.
+fn utc_stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(20_788), (2026, 12, 1));
+    }
+
+    #[test]
+    fn lengthen_caps_at_four_times() {
+        let run = RunPlan {
+            id: "t--w--r1.000".into(),
+            target: "t".into(),
+            workload: "w".into(),
+            mode: Mode::Open,
+            load: Load::Rate {
+                rate: config::RatePerS(1.0),
+                arrival: config::Arrival::Poisson,
+            },
+            warmup: Duration::from_secs(1),
+            stop: StopRule::Duration(Duration::from_secs(10)),
+            seed: 1,
+        };
+        assert_eq!(
+            lengthen(&run, 100, 1.0).stop,
+            StopRule::Duration(Duration::from_secs(110))
+        );
+        assert_eq!(
+            lengthen(&run, 5000, 1.0).stop,
+            StopRule::Duration(MAX_EXTENDED_RUN)
+        );
+        assert_eq!(
+            lengthen(&run, 22, 1.0).stop,
+            StopRule::Duration(Duration::from_secs_f64(24.2))
+        );
+        assert_eq!(
+            lengthen(&run, 5, 1.0).stop,
+            StopRule::Duration(Duration::from_secs(10))
+        );
+    }
+}

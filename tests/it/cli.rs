@@ -1,0 +1,106 @@
+//! The CLI as a user meets it: exit codes and what is printed.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn capcard() -> Command {
+    Command::cargo_bin("capcard").expect("binary built")
+}
+
+#[test]
+fn check_accepts_every_example_experiment() {
+    let mut files: Vec<_> = std::fs::read_dir("experiments")
+        .expect("experiments/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 5,
+        "expected the example experiments, found {files:?}"
+    );
+    capcard()
+        .arg("check")
+        .args(&files)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("quickstart.kdl").and(predicate::str::contains("ok")));
+}
+
+#[test]
+fn check_rejects_a_bad_file_with_exit_1_and_a_diagnostic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.kdl");
+    std::fs::write(
+        &path,
+        "target \"t\" { sim tiny }\nworkload \"w\" { input-tokens fixed 10; output-tokens fixed 10 }\nclosed { concurency 1 2 4; duration \"5s\" }\n",
+    )
+    .unwrap();
+    capcard().arg("check").arg(&path).assert().code(1).stderr(
+        predicate::str::contains("concurency").and(predicate::str::contains("concurrency")),
+    );
+}
+
+#[test]
+fn usage_errors_exit_1() {
+    capcard().arg("frobnicate").assert().code(1);
+    capcard().args(["run"]).assert().code(1);
+}
+
+#[test]
+fn plan_prints_a_table_and_json() {
+    capcard()
+        .args(["plan", "experiments/quickstart.kdl"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("closed").and(predicate::str::contains("interactive")));
+    let out = capcard()
+        .args(["plan", "experiments/quickstart.kdl", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plan: capcard::plan::Plan = serde_json::from_slice(&out).expect("plan JSON parses back");
+    assert!(!plan.cards.is_empty());
+    assert!(plan.estimated_wall_time_s > 0.0);
+}
+
+#[test]
+fn sim_list_names_every_preset() {
+    let assert = capcard().args(["sim", "--list"]).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    for name in capcard::sim::presets::names() {
+        assert!(stdout.contains(name), "{name} missing from:\n{stdout}");
+    }
+}
+
+#[test]
+fn run_against_an_unreachable_endpoint_exits_2_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on: bind, note it, drop.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = dir.path().join("x.kdl");
+    std::fs::write(
+        &path,
+        format!(
+            "target \"down\" {{ endpoint \"http://127.0.0.1:{port}/v1\"; timeout \"2s\" }}\n\
+             workload \"w\" {{ input-tokens fixed 10; output-tokens fixed 10 }}\n\
+             closed {{ concurrency 1; duration \"1s\" }}\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("res");
+    capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not reachable"));
+    assert!(!out.join("runs").join("down--w--c0001.jsonl").exists());
+}
