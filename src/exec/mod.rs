@@ -3,3 +3,4 @@
 //! journals what happened to every request.
 
 pub mod record;
+pub mod telemetry;
