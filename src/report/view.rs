@@ -954,6 +954,8 @@ mod tests {
             cr_open: vec![],
             sizing: vec![],
             notes: vec![],
+            telemetry_notes: vec![],
+            limits: BTreeMap::new(),
         }
     }
 
