@@ -5,3 +5,4 @@
 mod config;
 mod report;
 mod sim;
+mod telemetry;
