@@ -8,6 +8,7 @@
 
 pub mod analyze;
 pub mod config;
+pub mod diff;
 pub mod exec;
 pub mod plan;
 pub mod report;

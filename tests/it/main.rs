@@ -3,6 +3,7 @@
 //! ephemeral loopback port.
 
 mod config;
+mod diff;
 mod report;
 mod sim;
 mod telemetry;
