@@ -188,3 +188,27 @@ async fn failed_scrapes_are_journaled_and_scraping_goes_on() {
     assert_eq!(s.failed_scrapes, s.scrapes);
     assert!(!s.has_data());
 }
+
+/// The report fixture's `limits` and `telemetry_notes` are what
+/// `annotate_card` makes of its `server` blocks.
+#[test]
+fn annotate_card_reproduces_the_fixture() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/results-fixture.json");
+    let report =
+        capcard::report::parse_results_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for card in &report.cards {
+        let mut fresh = card.clone();
+        fresh.limits.clear();
+        fresh.telemetry_notes.clear();
+        capcard::analyze::telemetry::annotate_card(&mut fresh, None);
+        if std::env::var_os("PRINT_ANNOTATIONS").is_some() {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&(&fresh.limits, &fresh.telemetry_notes)).unwrap()
+            );
+        }
+        assert_eq!(fresh.limits, card.limits);
+        assert_eq!(fresh.telemetry_notes, card.telemetry_notes);
+    }
+}
