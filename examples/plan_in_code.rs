@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use capcard::config::{
     Api, Arrival, ClosedSpec, CrossPSpec, Dist, DistKind, Experiment, Fraction, KneeSpec,
-    LatencyMetric, OpenSpec, RatePerS, RateSelection, SimFaults, SizingSpec, SizingTarget, Slo,
-    SloClause, Stat, StopRule, Target, TargetKind, Workload,
+    LatencyMetric, MetricsSource, OpenSpec, RatePerS, RateSelection, SimFaults, SizingSpec,
+    SizingTarget, Slo, SloClause, Stat, StopRule, Target, TargetKind, Workload,
 };
 
 fn main() -> miette::Result<()> {
@@ -30,6 +30,7 @@ fn main() -> miette::Result<()> {
             hardware: Some("simulated 1x H100 SXM".into()),
             runtime: None,
             cost: None,
+            metrics: MetricsSource::Auto,
         }],
         workloads: vec![Workload {
             name: "chat".into(),

@@ -68,6 +68,20 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Compare two results folders: CrossP, Cr_closed, Cr_open and the
+    /// metrics at matched levels and rates, flagged where beyond noise.
+    Diff {
+        /// The baseline results folder.
+        a: PathBuf,
+        /// The results folder compared with it.
+        b: PathBuf,
+        /// Write the comparison (markdown) to this file instead of stdout.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Exit 3 when Cr_open (any SLO) or Cr_closed dropped by more than PCT percent.
+        #[arg(long, value_name = "PCT")]
+        fail_on_regression: Option<f64>,
+    },
     /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C.
     Sim {
         /// Preset (see --list).

@@ -24,6 +24,7 @@ pub const PLAN_FILE: &str = "plan.json";
 pub const RESULTS_FILE: &str = "results.json";
 pub const RUNS_DIR: &str = "runs";
 pub const SUMMARY_FILE: &str = "summary.md";
+pub const TELEMETRY_DIR: &str = "telemetry";
 
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum FolderError {
@@ -82,6 +83,10 @@ impl ResultsFolder {
     }
     pub fn journal(&self, run_id: &str) -> PathBuf {
         self.runs().join(format!("{run_id}.jsonl"))
+    }
+    /// The server's Prometheus scrapes during a run, when it had any.
+    pub fn telemetry(&self, run_id: &str) -> PathBuf {
+        self.dir.join(TELEMETRY_DIR).join(format!("{run_id}.jsonl"))
     }
 
     /// Create the folder and `runs/`, copy the experiment source, write the plan.
@@ -202,7 +207,7 @@ pub fn recompute(
                 }
                 None => any_interrupted = true,
             }
-            let summary = summarize_run(journal, experiment);
+            let summary = summarize_run(folder, journal, experiment);
             match header.run.mode {
                 Mode::Closed => closed.push(summary),
                 Mode::Open => open.push(summary),
@@ -273,9 +278,35 @@ pub fn recompute(
 
 /// Summarise one journal with everything the experiment will ask of it:
 /// its SLOs, and the CrossP statistic when it is not a standard percentile.
-pub fn summarize_run(journal: &Journal, experiment: &Experiment) -> analyze::RunSummary {
+/// The server's view, from the run's telemetry file, joins it over the same
+/// measured window.
+pub fn summarize_run(
+    folder: &ResultsFolder,
+    journal: &Journal,
+    experiment: &Experiment,
+) -> analyze::RunSummary {
     let extra: Vec<_> = experiment.closed.iter().map(|c| c.crossp.stat).collect();
-    analyze::summary::summarize_with(journal, &experiment.slos, &extra)
+    let mut summary = analyze::summary::summarize_with(journal, &experiment.slos, &extra);
+    if let Some(header) = &journal.header {
+        let path = folder.telemetry(&header.run.id);
+        // A missing or unreadable telemetry file means "no telemetry for this
+        // point", which the card reports; it never hides the measurements.
+        if let Ok(series) = exec::telemetry::read_series(&path) {
+            let window = journal.footer.as_ref().map_or_else(
+                || {
+                    let last = journal
+                        .requests
+                        .iter()
+                        .map(|r| r.completed_ms)
+                        .fold(0.0, f64::max);
+                    [header.measure_from_ms, last]
+                },
+                |f| f.measured_window_ms,
+            );
+            summary.server = analyze::telemetry::signals(&series, window);
+        }
+    }
+    summary
 }
 
 /// Search ceiling of an open spec (`None` for grids), for "Cr_open ≥ max".

@@ -18,6 +18,7 @@
 pub mod analyze;
 pub mod cli;
 pub mod config;
+pub mod diff;
 pub mod exec;
 pub mod folder;
 pub mod plan;

@@ -1,6 +1,6 @@
 //! The `capcard` binary: parse arguments, call the library, map errors to
 //! exit codes (0 success, 1 invalid input or usage, 2 a run could not be
-//! carried out or was interrupted).
+//! carried out or was interrupted, 3 `diff --fail-on-regression` found one).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -57,6 +57,12 @@ fn main() -> ExitCode {
                 Err(e) => fail(e, 1),
             }
         }
+        Command::Diff {
+            a,
+            b,
+            out,
+            fail_on_regression,
+        } => diff_cmd(&a, &b, out.as_deref(), fail_on_regression),
         Command::Sim {
             preset,
             listen,
@@ -124,6 +130,40 @@ fn sim_config(
         .map_err(|e| e.to_string())?
         .with_faults(faults)
         .with_seed(seed))
+}
+
+fn diff_cmd(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    out: Option<&std::path::Path>,
+    fail_on_regression: Option<f64>,
+) -> ExitCode {
+    let report = match capcard::diff::diff_folders(a, b, fail_on_regression) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let text = capcard::diff::render_diff(&report);
+    match out {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &text) {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+            println!("{}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    if fail_on_regression.is_some() && report.regression {
+        eprintln!(
+            "regression beyond {}%: see the comparison",
+            fail_on_regression.unwrap_or(0.0)
+        );
+        return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
 }
 
 fn check(files: &[std::path::PathBuf]) -> ExitCode {

@@ -17,7 +17,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{self, RunSummary};
-use crate::config::{self, ConfigError, Experiment, StopRule, Target, TargetKind};
+use crate::config::{self, ConfigError, Experiment, MetricsSource, StopRule, Target, TargetKind};
 use crate::exec::{self, Endpoint, RunOptions, record::Journal};
 use crate::folder::{self, FolderError, ResultsFolder};
 use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
@@ -96,7 +96,13 @@ pub struct RunOutcome {
 struct LiveTarget {
     endpoint: Endpoint,
     sim: Option<sim::SimServer>,
+    /// Prometheus URL scraped during every run, if any.
+    metrics_url: Option<String>,
+    scrape_client: reqwest::Client,
 }
+
+/// How often the server's `/metrics` is scraped during a run.
+const SCRAPE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Execute `request`, reporting progress lines to `log`.
 pub async fn run(
@@ -161,8 +167,11 @@ pub async fn run(
         let prepared = prepare_target(target, experiment.seed).await?;
         let _ = writeln!(
             log,
-            "target {}: {} (model {})",
-            target.name, prepared.endpoint.base_url, prepared.endpoint.model
+            "target {}: {} (model {}; telemetry {})",
+            target.name,
+            prepared.endpoint.base_url,
+            prepared.endpoint.model,
+            prepared.metrics_url.as_deref().unwrap_or("off")
         );
         live.insert(target.name.clone(), prepared);
     }
@@ -237,7 +246,7 @@ async fn drive(
                 return Ok(());
             }
             let journal = execute(folder, target, workload, run, resuming, &options, log).await?;
-            closed.push(folder::summarize_run(&journal, experiment));
+            closed.push(folder::summarize_run(folder, &journal, experiment));
             refresh(folder, experiment, full_plan, &templates)?;
         }
 
@@ -277,7 +286,7 @@ async fn drive(
                     let run = plan::run_at_rate(template, config::RatePerS(rate), experiment.seed);
                     let mut journal =
                         execute(folder, target, workload, &run, resuming, &options, log).await?;
-                    let mut summary = folder::summarize_run(&journal, experiment);
+                    let mut summary = folder::summarize_run(folder, &journal, experiment);
                     // Too few samples for a percentile clause: extend the run
                     // (once) rather than judge on noise.
                     if let Some(needed) = analyze::search::needs_longer(&summary, &experiment.slos)
@@ -294,7 +303,7 @@ async fn drive(
                                     folder, target, workload, &longer, false, &options, log,
                                 )
                                 .await?;
-                                summary = folder::summarize_run(&journal, experiment);
+                                summary = folder::summarize_run(folder, &journal, experiment);
                             }
                         }
                     }
@@ -332,13 +341,27 @@ async fn execute(
         }
     }
     let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
-    let journal = exec::execute_run(&target.endpoint, workload, run, &path, options)
-        .await
-        .map_err(|e| RunError::Exec {
-            run_id: run.id.clone(),
-            message: e.to_string(),
-        })?;
-    Ok(journal)
+    // The scraper's clock starts a moment before the run's own t0; at a 1 s
+    // scrape interval the offset (well under a millisecond) does not matter.
+    let scraper = target.metrics_url.as_ref().and_then(|url| {
+        let path = folder.telemetry(&run.id);
+        let dir = path.parent()?;
+        std::fs::create_dir_all(dir).ok()?;
+        Some(exec::telemetry::Scraper::start(
+            url.clone(),
+            SCRAPE_INTERVAL,
+            path,
+            target.scrape_client.clone(),
+        ))
+    });
+    let result = exec::execute_run(&target.endpoint, workload, run, &path, options).await;
+    if let Some(scraper) = scraper {
+        scraper.stop().await;
+    }
+    result.map_err(|e| RunError::Exec {
+        run_id: run.id.clone(),
+        message: e.to_string(),
+    })
 }
 
 fn refresh(
@@ -444,6 +467,23 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
                 message: "GET /models listed no model; set `model` in the target".into(),
             })?,
     };
+    let scrape_client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|e| RunError::Sim {
+            target: target.name.clone(),
+            message: e.to_string(),
+        })?;
+    let metrics_url = match &target.metrics {
+        MetricsSource::Off => None,
+        MetricsSource::Url { url } => Some(url.clone()),
+        MetricsSource::Auto => {
+            let url = format!("{}/metrics", base_url.trim_end_matches("/v1"));
+            answers_prometheus(&scrape_client, &url)
+                .await
+                .then_some(url)
+        }
+    };
     Ok(LiveTarget {
         endpoint: Endpoint {
             base_url,
@@ -453,7 +493,20 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
             timeout: target.timeout,
         },
         sim: server,
+        metrics_url,
+        scrape_client,
     })
+}
+
+/// Whether `url` serves Prometheus text (for `metrics` left at its default).
+async fn answers_prometheus(client: &reqwest::Client, url: &str) -> bool {
+    match client.get(url).send().await {
+        Ok(response) if response.status().is_success() => response
+            .text()
+            .await
+            .is_ok_and(|body| body.contains("# TYPE") || body.contains("# HELP")),
+        _ => false,
+    }
 }
 
 fn load_source(path: &Path) -> Result<(String, Experiment), RunError> {

@@ -85,8 +85,12 @@ pub fn build_card(
         cr_open,
         sizing,
         notes: vec![],
+        telemetry_notes: vec![],
+        limits: Default::default(),
     };
     card.notes = notes(experiment, &card);
+    // Server-side readings, when the runs scraped any telemetry.
+    super::telemetry::annotate_card(&mut card, None);
     card
 }
 
@@ -398,6 +402,7 @@ mod tests {
                 per_hour: 2.0,
                 currency: "EUR".into(),
             }),
+            metrics: Default::default(),
         }
     }
 

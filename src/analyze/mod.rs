@@ -12,6 +12,7 @@ pub mod search;
 pub mod sizing;
 pub mod slo;
 pub mod summary;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 
@@ -119,6 +120,10 @@ pub struct RunSummary {
     pub generator_lagging: bool,
     /// The journal had no footer or the run was interrupted.
     pub incomplete: bool,
+    /// What the server's own metrics said over the measured window; absent
+    /// when telemetry was off or the run had no scrape inside its window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<telemetry::ServerSignals>,
 }
 
 /// CrossP: first level where ΔT% > ΔX% vs the previous level (SPEC §3).
@@ -228,6 +233,13 @@ pub struct Card {
     pub sizing: Vec<SizingRow>,
     /// What is missing or questionable, in plain language.
     pub notes: Vec<String>,
+    /// Telemetry gaps and server/client disagreements, in plain language.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telemetry_notes: Vec<String>,
+    /// The likely limit read from server telemetry, keyed `"crossp"`,
+    /// `"cr_closed"` and `"cr_open:<slo>"` (see [`telemetry::annotate_card`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -258,6 +258,7 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
         backlog_growing,
         generator_lagging: journal.footer.as_ref().is_some_and(|f| f.generator_lagging),
         incomplete: window.incomplete,
+        server: None,
     };
 
     if open_loop {

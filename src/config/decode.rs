@@ -39,6 +39,7 @@ const TARGET_CHILDREN: &[&str] = &[
     "hardware",
     "runtime",
     "cost-per-hour",
+    "metrics",
 ];
 const WORKLOAD_CHILDREN: &[&str] = &[
     "input-tokens",
@@ -972,6 +973,7 @@ impl Decoder {
         let mut api = Api::default();
         let (mut model, mut api_key_env, mut hardware, mut runtime, mut cost) =
             (None, None, None, None, None);
+        let mut metrics = MetricsSource::Auto;
         let mut timeout = Duration::from_secs(120);
         let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
 
@@ -1045,6 +1047,12 @@ impl Decoder {
                         .map(|r| runtime = Some(r))
                 }
                 "cost-per-hour" => self.cost(child).map(|c| cost = Some(c)),
+                "metrics" => {
+                    let usage = "metrics \"http://127.0.0.1:8000/metrics\"   // or: metrics #false";
+                    self.single(child, usage)
+                        .and_then(|e| self.metrics_source(e, usage))
+                        .map(|m| metrics = m)
+                }
                 "tokenizer" => {
                     self.planned(
                         span_of_name(child),
@@ -1092,7 +1100,40 @@ impl Decoder {
             hardware,
             runtime,
             cost,
+            metrics,
         })
+    }
+
+    fn metrics_source(&mut self, entry: &KdlEntry, usage: &str) -> Option<MetricsSource> {
+        match entry.value() {
+            KdlValue::Bool(false) => Some(MetricsSource::Off),
+            KdlValue::Bool(true) => Some(MetricsSource::Auto),
+            KdlValue::String(url) => {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Some(MetricsSource::Url { url: url.clone() })
+                } else {
+                    self.error(
+                        value_span(entry),
+                        "not an http(s) URL",
+                        format!("`metrics` expects an http(s) URL, found `{url}`"),
+                        Some(format!("usage: {usage}")),
+                    );
+                    None
+                }
+            }
+            other => {
+                self.error(
+                    value_span(entry),
+                    "expected a URL or #false",
+                    format!(
+                        "`metrics` expects a URL string or #false, found {}",
+                        found(other)
+                    ),
+                    Some(format!("usage: {usage}")),
+                );
+                None
+            }
+        }
     }
 
     fn sim(&mut self, node: &KdlNode) -> Option<TargetKind> {

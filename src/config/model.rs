@@ -72,6 +72,24 @@ pub struct Target {
     pub runtime: Option<String>,
     /// `cost-per-hour 2.49 currency=EUR`, per replica.
     pub cost: Option<Cost>,
+    /// `metrics "http://host:8000/metrics"` / `metrics #false`: where to
+    /// scrape the server's Prometheus telemetry during runs.
+    #[serde(default)]
+    pub metrics: MetricsSource,
+}
+
+/// Where server telemetry comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum MetricsSource {
+    /// The endpoint's own `/metrics` (the base URL without `/v1`), if it
+    /// answers when the run starts.
+    #[default]
+    Auto,
+    /// `metrics #false`: no scraping.
+    Off,
+    /// `metrics "URL"`: scrape this URL; failures are recorded, not fatal.
+    Url { url: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

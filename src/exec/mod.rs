@@ -76,6 +76,7 @@ pub mod request;
 pub mod runner;
 pub mod sse;
 pub mod stream;
+pub mod telemetry;
 mod timer;
 
 use std::path::{Path, PathBuf};

@@ -332,6 +332,7 @@ mod tests {
             hardware: None,
             runtime: None,
             cost: None,
+            metrics: Default::default(),
         }
     }
 

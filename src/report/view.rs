@@ -241,6 +241,45 @@ pub struct CardView {
     pub charts: Vec<ChartLink>,
     /// The plain-language reading, one paragraph.
     pub reading: String,
+    /// Server-side telemetry; `None` when no run has any (the card then
+    /// renders exactly as without telemetry support).
+    pub telemetry: Option<TelemetryView>,
+}
+
+/// Server means of one run, next to the client's view of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TelemetryRow {
+    /// `"closed loop"` / the open-loop tag.
+    pub mode: String,
+    /// Concurrency (closed) or scheduled rate (open).
+    pub concurrency: Option<u32>,
+    pub rate_rps: Option<f64>,
+    pub run_id: String,
+    /// The run has a `server` block with at least one successful scrape.
+    pub has_data: bool,
+    /// Scrapes attempted in the window; `None` without a `server` block.
+    pub scrapes: Option<u64>,
+    pub running_mean: Option<f64>,
+    pub waiting_mean: Option<f64>,
+    pub waiting_max: Option<f64>,
+    pub kv_cache_usage_mean: Option<f64>,
+    pub kv_cache_usage_max: Option<f64>,
+    pub prefix_cache_hit_rate: Option<f64>,
+    pub preemptions: Option<f64>,
+    pub generation_tokens_per_s: Option<f64>,
+    /// `None` when the server reported neither requests nor tokens.
+    pub agreement_ok: Option<bool>,
+    /// (server − client) / client, in percent.
+    pub requests_difference_pct: Option<f64>,
+    pub output_tokens_difference_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TelemetryView {
+    pub rows: Vec<TelemetryRow>,
+    /// `("CrossP", reading)`, `("Cr_closed", ...)`, `("Cr_open interactive", ...)`.
+    pub limits: Vec<Labelled>,
+    pub notes: Vec<String>,
 }
 
 /// A latency statistic, or `None` when the run had no samples: a run with
@@ -690,6 +729,96 @@ fn concurrency_range(range: [u32; 2]) -> String {
     }
 }
 
+fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
+    let any_server = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .any(|r| r.server.is_some());
+    if !any_server && card.limits.is_empty() && card.telemetry_notes.is_empty() {
+        return None;
+    }
+    let row = |mode: &str, r: &RunSummary| {
+        let s = r.server.as_ref();
+        let agreement = crate::analyze::telemetry::run_agreement(r);
+        TelemetryRow {
+            mode: mode.to_string(),
+            concurrency: r.concurrency,
+            rate_rps: r.rate_rps,
+            run_id: r.run_id.clone(),
+            has_data: s.is_some_and(|s| s.has_data()),
+            scrapes: s.map(|s| s.scrapes),
+            running_mean: s.and_then(|s| s.requests_running_mean),
+            waiting_mean: s.and_then(|s| s.requests_waiting_mean),
+            waiting_max: s.and_then(|s| s.requests_waiting_max),
+            kv_cache_usage_mean: s.and_then(|s| s.kv_cache_usage_mean),
+            kv_cache_usage_max: s.and_then(|s| s.kv_cache_usage_max),
+            prefix_cache_hit_rate: s.and_then(|s| s.prefix_cache_hit_rate),
+            preemptions: s.and_then(|s| s.preemptions),
+            generation_tokens_per_s: s.and_then(|s| s.generation_tokens_per_s),
+            agreement_ok: agreement.as_ref().and_then(|a| a.ok),
+            requests_difference_pct: agreement
+                .as_ref()
+                .and_then(|a| a.requests_difference)
+                .map(|d| d * 100.0),
+            output_tokens_difference_pct: agreement
+                .as_ref()
+                .and_then(|a| a.output_tokens_difference)
+                .map(|d| d * 100.0),
+        }
+    };
+    let mut rows: Vec<TelemetryRow> = sorted_closed(card)
+        .into_iter()
+        .map(|r| row(&modes.closed, r))
+        .collect();
+    rows.extend(sorted_open(card).into_iter().map(|r| row(&modes.open, r)));
+    let label = |key: &str| match key {
+        "crossp" => "CrossP".to_string(),
+        "cr_closed" => "Cr_closed (upper end)".to_string(),
+        other => match other.strip_prefix("cr_open:") {
+            Some(slo) => {
+                let at_failing = card
+                    .cr_open
+                    .iter()
+                    .any(|c| c.slo == slo && c.failed_run_id.is_some());
+                format!(
+                    "Cr_open `{slo}` ({})",
+                    if at_failing {
+                        "at the first failing rate"
+                    } else {
+                        "at Cr_open"
+                    }
+                )
+            }
+            None => other.to_string(),
+        },
+    };
+    // Fixed order: CrossP, Cr_closed, then Cr_open in the card's SLO order.
+    let mut keys: Vec<String> = vec!["crossp".into(), "cr_closed".into()];
+    keys.extend(card.cr_open.iter().map(|c| format!("cr_open:{}", c.slo)));
+    keys.extend(
+        card.limits
+            .keys()
+            .filter(|k| !keys.contains(k))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let limits = keys
+        .iter()
+        .filter_map(|k| {
+            card.limits.get(k).map(|text| Labelled {
+                label: label(k),
+                text: text.clone(),
+            })
+        })
+        .collect();
+    Some(TelemetryView {
+        rows,
+        limits,
+        notes: card.telemetry_notes.clone(),
+    })
+}
+
 /// Builds the template view of one card.
 pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
     let (arrival_unit, rate_unit, call_rate_unit) = arrival_unit_words(&card.workload_profile);
@@ -779,8 +908,10 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .map(|(file_name, alt)| ChartLink { file_name, alt })
             .collect(),
         reading: String::new(),
+        telemetry: None,
     };
     view.reading = reading(card, &view);
+    view.telemetry = telemetry_view(card, &view.modes);
     view
 }
 
@@ -954,6 +1085,8 @@ mod tests {
             cr_open: vec![],
             sizing: vec![],
             notes: vec![],
+            telemetry_notes: vec![],
+            limits: BTreeMap::new(),
         }
     }
 

@@ -4,7 +4,9 @@
 
 mod cli;
 mod config;
+mod diff;
 mod e2e;
 mod exec;
 mod report;
 mod sim;
+mod telemetry;
