@@ -514,3 +514,39 @@ sizing { target rps=1 output-tokens-per-s=10 slo=empty }
 "#
     ));
 }
+
+#[test]
+fn metrics_source_forms_and_mistakes() {
+    use capcard::config::MetricsSource;
+    let source = r#"
+target "a" { sim tiny }
+target "b" { sim tiny; metrics #false }
+target "c" { endpoint "http://127.0.0.1:8000/v1"; metrics "http://127.0.0.1:9400/metrics" }
+workload "w" { input-tokens fixed 10; output-tokens fixed 10 }
+closed { concurrency 1; duration "1s" }
+"#;
+    let experiment =
+        config::parse(source, Path::new("m.kdl")).unwrap_or_else(|err| panic!("{}", render(&err)));
+    assert_eq!(experiment.targets[0].metrics, MetricsSource::Auto);
+    assert_eq!(experiment.targets[1].metrics, MetricsSource::Off);
+    assert_eq!(
+        experiment.targets[2].metrics,
+        MetricsSource::Url {
+            url: "http://127.0.0.1:9400/metrics".into()
+        }
+    );
+    let report = errors(
+        "m.kdl",
+        &with_base(
+            "target \"x\" { sim tiny; metrics \"localhost:9400\" }\ntarget \"y\" { sim tiny; metrics 5 }\n",
+        ),
+    );
+    assert!(
+        report.contains("`metrics` expects an http(s) URL"),
+        "{report}"
+    );
+    assert!(
+        report.contains("`metrics` expects a URL string or #false"),
+        "{report}"
+    );
+}
