@@ -347,6 +347,9 @@ async fn execute(
         let path = folder.telemetry(&run.id);
         let dir = path.parent()?;
         std::fs::create_dir_all(dir).ok()?;
+        // A re-run (longer, or resumed) replaces the run's journal, so its
+        // telemetry starts afresh too: the scraper appends.
+        let _ = std::fs::remove_file(&path);
         Some(exec::telemetry::Scraper::start(
             url.clone(),
             SCRAPE_INTERVAL,

@@ -128,8 +128,30 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         }
         .to_string(),
         model: model.or_else(|| target.model.clone()),
-        hardware: target.hardware.clone(),
-        runtime: target.runtime.clone(),
+        // A simulated target's hardware is the preset's: say so rather
+        // than leave the card's conditions blank.
+        hardware: target.hardware.clone().or_else(|| match &target.kind {
+            TargetKind::Sim { preset, .. } => crate::sim::presets::find(preset).map(|p| {
+                format!(
+                    "simulated: {}{} (preset `{}`)",
+                    if p.tensor_parallel > 1 {
+                        format!("{}× ", p.tensor_parallel)
+                    } else {
+                        String::new()
+                    },
+                    p.hardware.name,
+                    p.name
+                )
+            }),
+            TargetKind::Endpoint { .. } => None,
+        }),
+        runtime: target.runtime.clone().or_else(|| match &target.kind {
+            TargetKind::Sim { .. } => Some(format!(
+                "capcard {} built-in engine (continuous batching, roofline cost model)",
+                crate::TOOL_VERSION
+            )),
+            TargetKind::Endpoint { .. } => None,
+        }),
         cost_per_hour: target.cost.as_ref().map(|c| c.per_hour),
         currency: target.cost.as_ref().map(|c| c.currency.clone()),
     }

@@ -104,3 +104,36 @@ fn run_against_an_unreachable_endpoint_exits_2_before_any_run() {
         .stderr(predicate::str::contains("not reachable"));
     assert!(!out.join("runs").join("down--w--c0001.jsonl").exists());
 }
+
+#[test]
+fn diff_exit_codes_gate_regressions() {
+    let (a, b) = ("tests/data/diff-a", "tests/data/diff-b");
+    capcard()
+        .args(["diff", a, b])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Cr_open"));
+    capcard()
+        .args(["diff", a, b, "--fail-on-regression", "10"])
+        .assert()
+        .code(3);
+    capcard()
+        .args(["diff", a, b, "--fail-on-regression", "50"])
+        .assert()
+        .success();
+    capcard()
+        .args(["diff", a, "tests/data/no-such-folder"])
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn report_on_a_folder_that_is_not_one_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    capcard()
+        .arg("report")
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("not a capcard results folder"));
+}

@@ -126,3 +126,91 @@ fn run_then_report_on_the_simulator() {
     capcard().arg("report").arg(&out).assert().success();
     assert_eq!(std::fs::read_to_string(&card_path).unwrap(), written);
 }
+
+const INTERRUPTIBLE: &str = r#"
+experiment "e2e-interrupt" { seed 3 }
+target "tiny-sim" { sim tiny }
+workload "w" {
+    input-tokens fixed 64
+    output-tokens fixed 32
+}
+closed {
+    concurrency 1 4
+    duration "1500ms"
+    warmup "200ms"
+}
+"#;
+
+/// Ctrl-C mid-run: exit 2, what was measured stays on disk, the card renders
+/// and says the folder is interrupted, and `--resume` finishes the rest while
+/// keeping the run that had completed.
+#[test]
+fn interrupt_keeps_measurements_and_resume_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("int.kdl");
+    std::fs::write(&file, INTERRUPTIBLE).unwrap();
+    let out = tmp.path().join("results");
+
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capcard starts");
+    // Wait (bounded) until the second run has journaled a few requests.
+    let second = out.join("runs/tiny-sim--w--c0004.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&second).map_or(0, |t| t.lines().count()) < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "second run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("capcard exits");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("--resume"),
+        "tells how to continue: {stderr}"
+    );
+
+    let report = read_report(&out);
+    assert_eq!(report.status, "interrupted");
+    let card = &report.cards[0];
+    assert_eq!(card.closed.len(), 2, "both runs' measurements are kept");
+    assert!(
+        card.closed[1].incomplete,
+        "the cut run is marked incomplete"
+    );
+    let journal = capcard::exec::read_journal(&second).unwrap();
+    assert!(journal.footer.as_ref().is_some_and(|f| f.interrupted));
+    let card_md = std::fs::read_to_string(out.join("tiny-sim--w.md")).unwrap();
+    assert!(card_md.contains("interrupted"), "the card says so");
+
+    // Resume: the finished run is kept byte for byte, the cut one re-run.
+    let first = out.join("runs/tiny-sim--w--c0001.jsonl");
+    let first_before = std::fs::read(&first).unwrap();
+    capcard()
+        .args(["run", "--quiet", "--resume"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(&first).unwrap(), first_before);
+    let report = read_report(&out);
+    assert_eq!(report.status, "complete");
+    assert!(
+        report.cards[0]
+            .closed
+            .iter()
+            .all(|r| !r.incomplete && r.requests > 0)
+    );
+}
