@@ -102,12 +102,13 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
     } else {
         open_runs.to_string()
     };
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let _ = writeln!(
         out,
-        "\n{} cards ({} targets × {} workloads), {closed_runs} closed runs, {open_label} open runs",
-        plan.cards.len(),
-        experiment.targets.len(),
-        experiment.workloads.len(),
+        "\n{} ({} × {}), {closed_runs} closed runs, {open_label} open runs",
+        plural(plan.cards.len(), "card"),
+        plural(experiment.targets.len(), "target"),
+        plural(experiment.workloads.len(), "workload"),
     );
     let _ = writeln!(
         out,
