@@ -137,3 +137,55 @@ fn report_on_a_folder_that_is_not_one_fails_clearly() {
         .code(1)
         .stderr(predicate::str::contains("not a capcard results folder"));
 }
+
+/// `capcard sim` serves the OpenAI API on the address it is given until it
+/// is stopped.
+#[test]
+fn sim_serves_until_stopped() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+        .args(["sim", "--preset", "tiny", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("capcard sim starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            let _ = stream.write_all(
+                b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+            );
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            if !text.is_empty() {
+                break text;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "sim never answered");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("sim/tiny"), "{body}");
+}
+
+#[test]
+fn sim_rejects_bad_fault_flags() {
+    capcard()
+        .args(["sim", "--preset", "tiny", "--fail-rate", "2"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--fail-rate"));
+    capcard()
+        .args(["sim", "--preset", "nope"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("tiny"));
+}
