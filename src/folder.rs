@@ -130,10 +130,15 @@ impl ResultsFolder {
         Ok(out)
     }
 
-    /// The status `capcard run` recorded, if it wrote results.json.
+    /// The final status `capcard run` recorded, if it wrote one. A folder
+    /// left at "running" was cut short without a word (killed, crashed): its
+    /// status is derived from the journals instead.
     fn recorded_status(&self) -> Option<String> {
         let text = fs::read_to_string(self.results()).ok()?;
-        report::parse_results_json(&text).ok().map(|r| r.status)
+        report::parse_results_json(&text)
+            .ok()
+            .map(|r| r.status)
+            .filter(|s| s != "running")
     }
 }
 

@@ -384,10 +384,13 @@ fn describe_run(run: &RunPlan) -> String {
         Load::Rate { rate, arrival } => format!("open loop, {} rps {}", rate.0, arrival.label()),
     };
     let stop = match run.stop {
-        StopRule::Duration(d) => format!("{} s", d.as_secs_f64()),
+        StopRule::Duration(d) => plan::human_duration(d.as_secs_f64()),
         StopRule::Requests(n) => format!("{n} requests"),
     };
-    format!("{load}, warmup {} s + {stop}", run.warmup.as_secs_f64())
+    format!(
+        "{load}, warmup {} + {stop}",
+        plan::human_duration(run.warmup.as_secs_f64())
+    )
 }
 
 /// A longer version of `run` that should measure about `needed` calls at
