@@ -17,7 +17,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{self, RunSummary};
-use crate::config::{self, ConfigError, Experiment, StopRule, Target, TargetKind};
+use crate::config::{self, ConfigError, Experiment, StopRule, Target, TargetKind, TraceSpec};
 use crate::exec::{self, Endpoint, RunOptions, record::Journal};
 use crate::folder::{self, FolderError, ResultsFolder};
 use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
@@ -231,6 +231,8 @@ async fn drive(
             continue;
         };
         let _ = writeln!(log, "card {} × {}", card.target, card.workload);
+        let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+        let workload = (workload, trace);
         let mut closed: Vec<RunSummary> = Vec::new();
         for run in &card.closed {
             if cancel.is_cancelled() {
@@ -314,7 +316,7 @@ async fn drive(
 async fn execute(
     folder: &ResultsFolder,
     target: &LiveTarget,
-    workload: &config::Workload,
+    (workload, trace): (&config::Workload, Option<&TraceSpec>),
     run: &RunPlan,
     resuming: bool,
     options: &RunOptions,
@@ -332,13 +334,48 @@ async fn execute(
         }
     }
     let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
-    let journal = exec::execute_run(&target.endpoint, workload, run, &path, options)
+    let inputs = run_inputs(&target.endpoint, workload, trace, run);
+    let journal = exec::execute_run_with(&target.endpoint, run, inputs, &path, options)
         .await
         .map_err(|e| RunError::Exec {
             run_id: run.id.clone(),
             message: e.to_string(),
         })?;
     Ok(journal)
+}
+
+/// What run `run` sends and when: the workload's seeded tasks (with its
+/// dataset, if any) and arrivals drawn from the run's process — or, for an
+/// open run driven by an arrival trace, the trace's rows and timestamps
+/// replayed at speedup `rate / trace mean rate`. A trace run ends when the
+/// trace is exhausted or the planned stop is reached, whichever is first.
+fn run_inputs(
+    endpoint: &Endpoint,
+    workload: &config::Workload,
+    trace: Option<&TraceSpec>,
+    run: &RunPlan,
+) -> exec::RunInputs {
+    let completions = exec::CompletionsPrompt::Text;
+    if let (Load::Rate { rate, .. }, Some(spec)) = (run.load, trace) {
+        if let Some(data) = &spec.data {
+            let speedup = data.speedup_for_rate(rate.0);
+            let source = exec::TraceSource::new(
+                std::sync::Arc::clone(data),
+                spec.block_tokens,
+                workload,
+                run.seed,
+                endpoint.api,
+                completions,
+            )
+            .shared();
+            return exec::RunInputs {
+                source,
+                arrivals: Some(Box::new(data.offsets(speedup))),
+            };
+        }
+    }
+    let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions).shared();
+    exec::RunInputs::for_run(run, source)
 }
 
 fn refresh(
@@ -463,7 +500,7 @@ fn load_source(path: &Path) -> Result<(String, Experiment), RunError> {
             source,
         })
     })?;
-    let experiment = config::parse(&source, path).map_err(Box::new)?;
+    let experiment = config::parse_with_data(&source, path).map_err(Box::new)?;
     Ok((source, experiment))
 }
 

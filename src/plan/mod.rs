@@ -354,6 +354,7 @@ mod tests {
             }),
             conversation: None,
             agent: None,
+            dataset: None,
         }
     }
 
@@ -424,6 +425,7 @@ mod tests {
                 },
                 stop: StopRule::Duration(Duration::from_secs(120)),
                 warmup: Duration::from_secs(15),
+                trace: None,
             }),
             sizing: None,
             base_dir: None,
