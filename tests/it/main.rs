@@ -4,6 +4,7 @@
 
 mod cli;
 mod config;
+mod data;
 mod e2e;
 mod exec;
 mod report;
