@@ -32,9 +32,9 @@ use super::{CallSpec, Message, Role, Segment, Task, TaskSpec, mix};
 pub const DEFAULT_BLOCK_TOKENS: u32 = 512;
 
 /// Domain tag of block segments, so a block id never equals a task's unique key.
-const BLOCK_STREAM: u64 = 0x424C_4F43_4B; // "BLOCK"
+const BLOCK_STREAM: u64 = 0x0042_4C4F_434B; // "BLOCK"
 /// Domain tag of a row's own (unshared) tail.
-const ROW_STREAM: u64 = 0x524F_5754_4149_4C; // "ROWTAIL"
+const ROW_STREAM: u64 = 0x0052_4F57_5441_494C; // "ROWTAIL"
 
 /// A parsed trace, rows in arrival order.
 #[derive(Debug, Clone, PartialEq)]
