@@ -530,11 +530,19 @@ pub(crate) async fn run(
         let _ = progress.await;
     }
     let interrupted = user_cancel.is_cancelled();
+    let replays_trace = matches!(
+        run.load,
+        Load::Rate {
+            arrival: crate::config::Arrival::Trace,
+            ..
+        }
+    );
     let window_end = match run.stop {
-        // A finite schedule (a trace) that ended before the planned stop:
-        // the window ends with the last measured call, not at a planned
-        // instant with no arrivals before it (which would understate rates).
-        StopRule::Duration(_) if schedule_exhausted && !interrupted => {
+        // A replayed trace that ended before the planned stop: the window
+        // ends with the last measured call, not at a planned instant with
+        // no arrivals before it (which would understate rates). Other
+        // explicit schedules keep the planned window.
+        StopRule::Duration(_) if replays_trace && schedule_exhausted && !interrupted => {
             WindowEnd::LastMeasuredCompletion
         }
         StopRule::Duration(_) => {
