@@ -54,6 +54,7 @@ fn main() -> miette::Result<()> {
             shared_prefix: None,
             conversation: None,
             agent: None,
+            dataset: None,
         }],
         slos: vec![Slo {
             name: "interactive".into(),
@@ -85,6 +86,7 @@ fn main() -> miette::Result<()> {
             },
             stop: StopRule::Duration(Duration::from_secs(60)),
             warmup: Duration::from_secs(10),
+            trace: None,
         }),
         sizing: Some(SizingSpec {
             targets: vec![SizingTarget::Rps {

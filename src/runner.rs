@@ -17,7 +17,9 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{self, RunSummary};
-use crate::config::{self, ConfigError, Experiment, MetricsSource, StopRule, Target, TargetKind};
+use crate::config::{
+    self, ConfigError, Experiment, MetricsSource, StopRule, Target, TargetKind, TraceSpec,
+};
 use crate::exec::{self, Endpoint, RunOptions, record::Journal};
 use crate::folder::{self, FolderError, ResultsFolder};
 use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
@@ -240,6 +242,8 @@ async fn drive(
             continue;
         };
         let _ = writeln!(log, "card {} × {}", card.target, card.workload);
+        let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+        let workload = (workload, trace);
         let mut closed: Vec<RunSummary> = Vec::new();
         for run in &card.closed {
             if cancel.is_cancelled() {
@@ -323,7 +327,7 @@ async fn drive(
 async fn execute(
     folder: &ResultsFolder,
     target: &LiveTarget,
-    workload: &config::Workload,
+    (workload, trace): (&config::Workload, Option<&TraceSpec>),
     run: &RunPlan,
     resuming: bool,
     options: &RunOptions,
@@ -357,7 +361,8 @@ async fn execute(
             target.scrape_client.clone(),
         ))
     });
-    let result = exec::execute_run(&target.endpoint, workload, run, &path, options).await;
+    let inputs = run_inputs(&target.endpoint, workload, trace, run);
+    let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, options).await;
     if let Some(scraper) = scraper {
         scraper.stop().await;
     }
@@ -365,6 +370,40 @@ async fn execute(
         run_id: run.id.clone(),
         message: e.to_string(),
     })
+}
+
+/// What run `run` sends and when: the workload's seeded tasks (with its
+/// dataset, if any) and arrivals drawn from the run's process — or, for an
+/// open run driven by an arrival trace, the trace's rows and timestamps
+/// replayed at speedup `rate / trace mean rate`. A trace run ends when the
+/// trace is exhausted or the planned stop is reached, whichever is first.
+fn run_inputs(
+    endpoint: &Endpoint,
+    workload: &config::Workload,
+    trace: Option<&TraceSpec>,
+    run: &RunPlan,
+) -> exec::RunInputs {
+    let completions = exec::CompletionsPrompt::Text;
+    if let (Load::Rate { rate, .. }, Some(spec)) = (run.load, trace) {
+        if let Some(data) = &spec.data {
+            let speedup = data.speedup_for_rate(rate.0);
+            let source = exec::TraceSource::new(
+                std::sync::Arc::clone(data),
+                spec.block_tokens,
+                workload,
+                run.seed,
+                endpoint.api,
+                completions,
+            )
+            .shared();
+            return exec::RunInputs {
+                source,
+                arrivals: Some(Box::new(data.offsets(speedup))),
+            };
+        }
+    }
+    let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions).shared();
+    exec::RunInputs::for_run(run, source)
 }
 
 fn refresh(
@@ -522,7 +561,7 @@ fn load_source(path: &Path) -> Result<(String, Experiment), RunError> {
             source,
         })
     })?;
-    let experiment = config::parse(&source, path).map_err(Box::new)?;
+    let experiment = config::parse_with_data(&source, path).map_err(Box::new)?;
     Ok((source, experiment))
 }
 

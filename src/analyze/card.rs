@@ -388,6 +388,7 @@ mod tests {
                 },
                 stop: StopRule::Duration(Duration::from_secs(120)),
                 warmup: Duration::from_secs(15),
+                trace: None,
             }),
             sizing: Some(SizingSpec {
                 targets: vec![
@@ -437,6 +438,7 @@ mod tests {
             shared_prefix: None,
             conversation: None,
             agent: None,
+            dataset: None,
         }
     }
 

@@ -47,6 +47,7 @@ const WORKLOAD_CHILDREN: &[&str] = &[
     "shared-prefix",
     "conversation",
     "agent",
+    "dataset",
 ];
 const CONVERSATION_CHILDREN: &[&str] = &["turns", "think-time"];
 const AGENT_CHILDREN: &[&str] = &["steps", "fan-out", "tool-time", "context-growth"];
@@ -62,6 +63,7 @@ const CLOSED_CHILDREN: &[&str] = &[
 const OPEN_CHILDREN: &[&str] = &[
     "arrival", "search", "rates", "duration", "requests", "warmup",
 ];
+const SAMPLES: &[&str] = &["shuffle", "sequential"];
 const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
 const DIST_KINDS: &[&str] = &[
     "fixed",
@@ -74,7 +76,7 @@ const DIST_KINDS: &[&str] = &[
 ];
 const METRICS: &[&str] = &["ttft", "itl", "tpot", "e2e", "task-e2e"];
 const APIS: &[&str] = &["chat", "completions"];
-const ARRIVALS: &[&str] = &["constant", "poisson", "gamma"];
+const ARRIVALS: &[&str] = &["constant", "poisson", "gamma", "trace"];
 
 const DIST_HELP: &str = "distributions: `fixed 300`, `uniform min=1 max=6`, `normal mean=220 stddev=60`, \
 `lognormal median=600 sigma=0.6` (or mean= stddev=), `exponential mean=4`, `gamma shape=2 scale=100`, \
@@ -138,6 +140,14 @@ fn value_span(entry: &KdlEntry) -> SourceSpan {
         }
         _ => span,
     }
+}
+
+/// `arrival trace "file"`: the first argument is the word `trace`.
+fn is_trace(node: &KdlNode) -> bool {
+    node.entries()
+        .iter()
+        .find(|e| e.name().is_none())
+        .is_some_and(|e| e.value().as_string() == Some("trace"))
 }
 
 fn children(node: &KdlNode) -> &[KdlNode] {
@@ -1215,6 +1225,7 @@ impl Decoder {
         let mut shape = OneOf::default();
         let (mut input, mut output, mut shared_prefix, mut conversation, mut agent) =
             (None, None, None, None, None);
+        let mut dataset: Option<DatasetSpec> = None;
         let mut has_dataset = false;
 
         for child in children(node) {
@@ -1244,12 +1255,7 @@ impl Decoder {
                 }
                 "dataset" => {
                     has_dataset = true;
-                    self.planned(
-                        span_of_name(child),
-                        "replaying a `dataset`",
-                        "describe the requests with `input-tokens` and `output-tokens` distributions for now",
-                    );
-                    None
+                    self.dataset(child).map(|d| dataset = Some(d))
                 }
                 "tokenizer" => {
                     self.planned(
@@ -1296,6 +1302,26 @@ impl Decoder {
                 }
             }
         }
+        if let (true, Some(agent_node)) = (
+            has_dataset,
+            children(node).iter().find(|c| c.name().value() == "agent"),
+        ) {
+            self.error(
+                span_of_name(agent_node),
+                "agent with a dataset",
+                "a `dataset` replays single requests or conversations, not `agent` loops",
+                Some("make a separate workload for the agent loop".to_string()),
+            );
+            ok = false;
+        }
+        // With a dataset, missing lengths are the dataset's measured ones
+        // (filled in when the file is loaded, see `config::data`).
+        if let Some(spec) = dataset.as_mut() {
+            spec.input_from_data = input.is_none();
+            spec.output_from_data = output.is_none();
+            input = input.or(Some(Dist::fixed(1.0)));
+            output = output.or(Some(Dist::fixed(1.0)));
+        }
         let (Some(name), Some(input_tokens), Some(output_tokens), true) = (name, input, output, ok)
         else {
             return None;
@@ -1313,6 +1339,50 @@ impl Decoder {
             shared_prefix,
             conversation,
             agent,
+            dataset,
+        })
+    }
+
+    fn dataset(&mut self, node: &KdlNode) -> Option<DatasetSpec> {
+        let usage = "dataset \"data/prompts.jsonl\" sample=\"shuffle\" max-input-tokens=4096";
+        self.no_children(node, usage);
+        let entries = self.entries(node, 1, &["sample", "max-input-tokens"], usage);
+        let Some(path_entry) = entries.args.first() else {
+            self.missing_value(node, usage);
+            return None;
+        };
+        let path = self.string(path_entry, "dataset", usage)?;
+        let sample = match entries.prop("sample") {
+            Some(entry) => match self.choice(entry, "sample order", SAMPLES)? {
+                "sequential" => Sample::Sequential,
+                _ => Sample::Shuffle,
+            },
+            None => Sample::Shuffle,
+        };
+        let max_input_tokens = match entries.prop("max-input-tokens") {
+            Some(entry) => {
+                let max = self.whole(entry, "max-input-tokens", usage, u32::MAX as u64)?;
+                if max == 0 {
+                    self.error(
+                        value_span(entry),
+                        "zero",
+                        "`max-input-tokens` must be at least 1",
+                        Some(format!("usage: {usage}")),
+                    );
+                    return None;
+                }
+                Some(max as u32)
+            }
+            None => None,
+        };
+        Some(DatasetSpec {
+            path: PathBuf::from(path),
+            span: Some(value_span(path_entry)),
+            sample,
+            max_input_tokens,
+            input_from_data: false,
+            output_from_data: false,
+            data: None,
         })
     }
 
@@ -2066,6 +2136,7 @@ impl Decoder {
         let rates_help = "either `search` for Cr_open between two rates, or an explicit grid of `rates`; keep one";
         let (mut rates, mut stop) = (None, None);
         let mut arrival = Arrival::Poisson;
+        let mut trace: Option<TraceSpec> = None;
         let mut warmup = Duration::ZERO;
         let mut ok = true;
         for child in children(node) {
@@ -2075,6 +2146,10 @@ impl Decoder {
                 continue;
             }
             let done = match child_name {
+                "arrival" if is_trace(child) => self.trace(child).map(|t| {
+                    arrival = Arrival::Trace;
+                    trace = Some(t);
+                }),
                 "arrival" => self.arrival(child).map(|a| arrival = a),
                 "search" | "rates" => {
                     if !self.one_of(&mut rates_group, child, rates_help) {
@@ -2103,11 +2178,28 @@ impl Decoder {
             };
             ok &= done.is_some();
         }
-        if rates_group.given.is_none() {
+        if let Some(spec) = &trace {
+            match (&rates_group.given, spec.speedup_span) {
+                // The trace's own rate × speedup is the one run (filled in
+                // with the trace's mean rate when the file is loaded).
+                (None, _) => rates = Some(RateSelection::Grid { rates: Vec::new() }),
+                (Some(_), Some(span)) => {
+                    self.error(
+                        span,
+                        "speedup and rates",
+                        "`speedup=` and `search`/`rates` both set the replay speed",
+                        Some("keep `speedup=` for one replay, or `search`/`rates` (rates in requests/s = trace mean rate × speedup)".to_string()),
+                    );
+                    ok = false;
+                }
+                (Some(_), None) => {}
+            }
+        }
+        if rates_group.given.is_none() && trace.is_none() {
             ok = false;
         }
         let rates_near_miss = self.near_miss(node, "search") || self.near_miss(node, "rates");
-        if rates_group.given.is_none() && !rates_near_miss {
+        if rates_group.given.is_none() && trace.is_none() && !rates_near_miss {
             self.error(
                 span_of_name(node),
                 "rates missing",
@@ -2131,25 +2223,69 @@ impl Decoder {
             rates,
             stop,
             warmup,
+            trace,
+        })
+    }
+
+    fn trace(&mut self, node: &KdlNode) -> Option<TraceSpec> {
+        let usage = "arrival trace \"data/trace.jsonl\" speedup=1.0 block-tokens=512";
+        self.no_children(node, usage);
+        let entries = self.entries(node, 2, &["speedup", "block-tokens"], usage);
+        let Some(path_entry) = entries.args.get(1) else {
+            self.error(
+                span_of_name(node),
+                "no trace file",
+                "`arrival trace` needs the path of the trace file",
+                Some(format!("usage: {usage}")),
+            );
+            return None;
+        };
+        let path = self.string(path_entry, "arrival trace", usage)?;
+        let (speedup, speedup_span) = match entries.prop("speedup") {
+            Some(entry) => {
+                let speedup = self.number(entry, "speedup", usage)?;
+                if speedup <= 0.0 {
+                    self.error(
+                        value_span(entry),
+                        "not positive",
+                        format!("`speedup` must be greater than 0, got {speedup}"),
+                        Some("1 replays the trace as recorded, 2 twice as fast".to_string()),
+                    );
+                    return None;
+                }
+                (Some(speedup), Some(value_span(entry)))
+            }
+            None => (None, None),
+        };
+        let block_tokens = match entries.prop("block-tokens") {
+            Some(entry) => {
+                let n = self.whole(entry, "block-tokens", usage, u32::MAX as u64)?;
+                if n == 0 {
+                    self.error(
+                        value_span(entry),
+                        "zero",
+                        "`block-tokens` must be at least 1",
+                        Some(format!("usage: {usage}")),
+                    );
+                    return None;
+                }
+                n as u32
+            }
+            None => crate::workload::trace::DEFAULT_BLOCK_TOKENS,
+        };
+        Some(TraceSpec {
+            path: PathBuf::from(path),
+            span: Some(value_span(path_entry)),
+            speedup,
+            speedup_span,
+            block_tokens,
+            data: None,
         })
     }
 
     fn arrival(&mut self, node: &KdlNode) -> Option<Arrival> {
         let usage = "arrival poisson   // or: constant, gamma cv=2.0";
         self.no_children(node, usage);
-        // `arrival trace "file"` is planned; checking its shape would only add noise.
-        let trace = node
-            .entries()
-            .iter()
-            .find(|e| e.name().is_none() && e.value().as_string() == Some("trace"));
-        if let Some(trace) = trace {
-            self.planned(
-                trace.span(),
-                "replaying an arrival `trace`",
-                "use `arrival poisson`, `arrival constant` or `arrival gamma cv=2.0` for now",
-            );
-            return None;
-        }
         let entries = self.entries(node, 1, &["cv"], usage);
         let Some(entry) = entries.args.first() else {
             self.missing_value(node, usage);

@@ -7,6 +7,7 @@
 //! errors for miette. Every mistake in a file is collected, not just the
 //! first, so one `capcard check` shows the whole list.
 
+pub mod data;
 mod decode;
 mod diag;
 pub mod model;
@@ -39,13 +40,21 @@ pub fn parse(source: &str, path: &Path) -> Result<Experiment, ConfigError> {
     })
 }
 
-/// Read a file and parse it. Read errors are [`ConfigError::Read`].
+/// [`parse`], then read the datasets and traces it names ([`data`]):
+/// relative paths resolve against the experiment's directory.
+pub fn parse_with_data(source: &str, path: &Path) -> Result<Experiment, ConfigError> {
+    let mut experiment = parse(source, path)?;
+    data::attach(&mut experiment, &diag::source_for(path, source))?;
+    Ok(experiment)
+}
+
+/// Read a file and parse it, with its data files. Read errors are [`ConfigError::Read`].
 pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
     let source = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&source, path)
+    parse_with_data(&source, path)
 }
 
 /// One-line summary for `capcard check`, e.g.

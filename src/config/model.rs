@@ -6,6 +6,7 @@
 //! their name so later stages (plan, run) can point back into the file.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use miette::SourceSpan;
@@ -145,6 +146,44 @@ pub struct Workload {
     pub shared_prefix: Option<SharedPrefix>,
     pub conversation: Option<Conversation>,
     pub agent: Option<Agent>,
+    /// `dataset "path"`: requests come from recorded prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetSpec>,
+}
+
+/// `dataset "data/prompts.jsonl" sample="shuffle" max-input-tokens=4096`.
+///
+/// The file is read and parsed when the experiment is loaded from disk
+/// ([`crate::config::load`]); `data` holds the parsed records (filtered by
+/// `max_input_tokens`), shared by every task generator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetSpec {
+    /// As resolved against the experiment's directory.
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub span: Span,
+    pub sample: Sample,
+    /// Records with longer prompts (word approximation) are left out.
+    pub max_input_tokens: Option<u32>,
+    /// `input-tokens` was not given: it is the dataset's measured distribution.
+    #[serde(default)]
+    pub input_from_data: bool,
+    /// `output-tokens` was not given: every record carries its output length.
+    #[serde(default)]
+    pub output_from_data: bool,
+    #[serde(skip)]
+    pub data: Option<Arc<crate::workload::dataset::Dataset>>,
+}
+
+/// Order in which dataset records become tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sample {
+    /// Task `i` = record `π(i mod n)` for a permutation `π` seeded by the run's seed.
+    #[default]
+    Shuffle,
+    /// Task `i` = record `i mod n`.
+    Sequential,
 }
 
 impl Workload {
@@ -397,6 +436,31 @@ pub struct OpenSpec {
     pub stop: StopRule,
     #[serde(with = "duration_secs")]
     pub warmup: Duration,
+    /// `arrival trace "path"`: arrivals and requests replayed from a file
+    /// (then `arrival` is [`Arrival::Trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpec>,
+}
+
+/// `arrival trace "data/trace.jsonl" speedup=2 block-tokens=512`.
+///
+/// A rate in the plan (grid or search) is replayed as the speedup
+/// `rate / trace mean rate`; without `rates`/`search` the one run is at
+/// `speedup` (filled in as a one-rate grid when the file is loaded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceSpec {
+    /// As resolved against the experiment's directory.
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub span: Span,
+    /// Replay speed when the file gives the rate (no `rates`/`search`).
+    pub speedup: Option<f64>,
+    #[serde(skip)]
+    pub speedup_span: Span,
+    /// Tokens per Mooncake `hash_ids` block (default 512).
+    pub block_tokens: u32,
+    #[serde(skip)]
+    pub data: Option<Arc<crate::workload::trace::Trace>>,
 }
 
 /// The arrival process of open-loop runs (of tasks, for agents/conversations).
@@ -409,6 +473,8 @@ pub enum Arrival {
     Poisson,
     /// Gamma inter-arrival gaps with the given coefficient of variation (>1 = bursty).
     Gamma { cv: f64 },
+    /// Recorded arrivals (`OpenSpec::trace`); the rate sets the speedup.
+    Trace,
 }
 
 impl Arrival {
@@ -417,6 +483,7 @@ impl Arrival {
             Arrival::Constant => "constant".into(),
             Arrival::Poisson => "poisson".into(),
             Arrival::Gamma { cv } => format!("gamma cv={cv}"),
+            Arrival::Trace => "trace".into(),
         }
     }
 }

@@ -93,7 +93,9 @@ pub use journal::read_journal;
 pub use record::{
     ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, TaskRecord, TokenSource,
 };
-pub use request::{ChatMessage, CompletionsPrompt, Prompt, RequestSource, WorkloadSource};
+pub use request::{
+    ChatMessage, CompletionsPrompt, Prompt, RequestSource, TraceSource, WorkloadSource,
+};
 pub use runner::DISPATCH_LEAD;
 
 /// One OpenAI-compatible endpoint as the runner resolved it.

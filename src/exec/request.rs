@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
 
 /// A rendered prompt.
@@ -113,6 +114,50 @@ impl RequestSource for WorkloadSource {
                 Prompt::TokenIds(prompt::render_token_ids(&all_segments(&call.messages)))
             }
         }
+    }
+}
+
+/// An arrival trace's rows as tasks (row `i` = task `i`), rendered like
+/// [`WorkloadSource`] renders (see [`crate::workload::trace`]).
+#[derive(Debug, Clone)]
+pub struct TraceSource {
+    trace: Arc<Trace>,
+    seed: u64,
+    block_tokens: u32,
+    renderer: WorkloadSource,
+}
+
+impl TraceSource {
+    /// `workload` only chooses nothing here but keeps rendering identical to
+    /// the workload's own source for this API.
+    pub fn new(
+        trace: Arc<Trace>,
+        block_tokens: u32,
+        workload: &Workload,
+        seed: u64,
+        api: Api,
+        completions_prompt: CompletionsPrompt,
+    ) -> Self {
+        TraceSource {
+            trace,
+            seed,
+            block_tokens,
+            renderer: WorkloadSource::new(workload, seed, api, completions_prompt),
+        }
+    }
+
+    pub fn shared(self) -> Arc<dyn RequestSource> {
+        Arc::new(self)
+    }
+}
+
+impl RequestSource for TraceSource {
+    fn task(&self, index: u64) -> Task {
+        self.trace.task(index, self.seed, self.block_tokens)
+    }
+
+    fn render(&self, call: &CallSpec) -> Prompt {
+        self.renderer.render(call)
     }
 }
 

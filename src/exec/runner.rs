@@ -292,27 +292,39 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
     }
 }
 
-/// Dispatch every arrival of the schedule; returns their offsets (ms).
+/// Dispatch every arrival of the schedule; returns their offsets (ms) and
+/// whether the schedule ran out before the stop rule ended it (a finite
+/// schedule such as a replayed trace).
 async fn dispatch_open(
     ctx: &Arc<Ctx>,
     arrivals: Box<dyn Iterator<Item = Duration> + Send>,
     warmup: Duration,
     stop: StopRule,
-) -> Vec<f64> {
+) -> (Vec<f64>, bool) {
     let mut arrivals_ms = Vec::new();
     let mut tasks = JoinSet::new();
     let mut measured_calls = 0u64;
+    let mut exhausted = true;
     for (index, offset) in arrivals.enumerate() {
         match stop {
-            StopRule::Duration(d) if offset >= warmup + d => break,
-            StopRule::Requests(n) if measured_calls >= n => break,
+            StopRule::Duration(d) if offset >= warmup + d => {
+                exhausted = false;
+                break;
+            }
+            StopRule::Requests(n) if measured_calls >= n => {
+                exhausted = false;
+                break;
+            }
             _ => {}
         }
         let at = ctx.t0 + offset;
         let wake = at.checked_sub(DISPATCH_LEAD).unwrap_or(at);
         tokio::select! {
             biased;
-            _ = ctx.stop_starting.cancelled() => break,
+            _ = ctx.stop_starting.cancelled() => {
+                exhausted = false;
+                break;
+            }
             _ = tokio::time::sleep_until(wake) => {}
         }
         let task = ctx.source.task(index as u64);
@@ -337,7 +349,7 @@ async fn dispatch_open(
     while let Some(result) = tasks.join_next().await {
         propagate_panic(result);
     }
-    arrivals_ms
+    (arrivals_ms, exhausted)
 }
 
 fn propagate_panic(result: Result<(), tokio::task::JoinError>) {
@@ -480,6 +492,7 @@ pub(crate) async fn run(
         spawn_progress(&run.id, total, Arc::clone(&live), t0, done.clone())
     });
 
+    let mut schedule_exhausted = false;
     let arrivals_ms = match (concurrency, arrivals) {
         (Some(concurrency), _) => {
             let state = Arc::new(ClosedState {
@@ -500,7 +513,12 @@ pub(crate) async fn run(
             }
             None
         }
-        (None, Some(arrivals)) => Some(dispatch_open(&ctx, arrivals, run.warmup, run.stop).await),
+        (None, Some(arrivals)) => {
+            let (arrivals_ms, exhausted) =
+                dispatch_open(&ctx, arrivals, run.warmup, run.stop).await;
+            schedule_exhausted = exhausted;
+            Some(arrivals_ms)
+        }
         (None, None) => None,
     };
 
@@ -512,7 +530,21 @@ pub(crate) async fn run(
         let _ = progress.await;
     }
     let interrupted = user_cancel.is_cancelled();
+    let replays_trace = matches!(
+        run.load,
+        Load::Rate {
+            arrival: crate::config::Arrival::Trace,
+            ..
+        }
+    );
     let window_end = match run.stop {
+        // A replayed trace that ended before the planned stop: the window
+        // ends with the last measured call, not at a planned instant with
+        // no arrivals before it (which would understate rates). Other
+        // explicit schedules keep the planned window.
+        StopRule::Duration(_) if replays_trace && schedule_exhausted && !interrupted => {
+            WindowEnd::LastMeasuredCompletion
+        }
         StopRule::Duration(_) => {
             let planned = planned_end.unwrap_or(measure_from);
             let end = if interrupted {

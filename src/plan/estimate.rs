@@ -140,6 +140,7 @@ mod tests {
             shared_prefix: None,
             conversation: None,
             agent: None,
+            dataset: None,
         }
     }
 

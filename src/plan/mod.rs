@@ -355,6 +355,7 @@ mod tests {
             }),
             conversation: None,
             agent: None,
+            dataset: None,
         }
     }
 
@@ -425,6 +426,7 @@ mod tests {
                 },
                 stop: StopRule::Duration(Duration::from_secs(120)),
                 warmup: Duration::from_secs(15),
+                trace: None,
             }),
             sizing: None,
             base_dir: None,

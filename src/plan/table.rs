@@ -4,7 +4,10 @@
 
 use std::fmt::Write as _;
 
-use crate::config::{ArrivalUnit, Experiment, Fraction, LatencyMetric, Slo, SloClause, StopRule};
+use crate::config::{
+    ArrivalUnit, Experiment, Fraction, LatencyMetric, Sample, Slo, SloClause, StopRule,
+};
+use crate::workload::dataset::LengthStats;
 
 use super::estimate::{
     ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WorkloadProfile, run_s,
@@ -93,6 +96,9 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
                 .slo(name)
                 .map_or_else(|| "(not defined)".to_string(), slo_clauses);
             let _ = writeln!(out, "  {label:label_width$}  {name:slo_width$}  {clauses}");
+        }
+        for (label, text) in data_lines(card, experiment) {
+            let _ = writeln!(out, "  {label:label_width$}  {text}");
         }
     }
 
@@ -325,6 +331,65 @@ fn trim_number(x: f64, decimals: usize) -> String {
 /// A duration in seconds for people: `300ms`, `1.5s`, `4m 30s`, `2h 5m`.
 /// Below a minute it is exact to the millisecond; above, rounded to the
 /// second (below an hour) or to the minute.
+/// The loaded dataset and trace behind a card: size and measured lengths
+/// (text sized by the word approximation of `workload::dataset`).
+fn data_lines(card: &CardPlan, experiment: &Experiment) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    let stats = |values: &[u32]| {
+        LengthStats::of(values).map_or_else(
+            || "none given".to_string(),
+            |s| format!("mean {:.1} p50 {} p99 {}", s.mean, s.p50, s.p99),
+        )
+    };
+    if let Some(spec) = experiment
+        .workload(&card.workload)
+        .and_then(|w| w.dataset.as_ref())
+    {
+        if let Some(data) = &spec.data {
+            let order = match spec.sample {
+                Sample::Shuffle => "shuffled",
+                Sample::Sequential => "in order",
+            };
+            let outputs = data.output_lengths();
+            let missing = data.entries.len() - outputs.len();
+            let fallback = if missing > 0 {
+                format!(" ({missing} from output-tokens)")
+            } else {
+                String::new()
+            };
+            lines.push((
+                "dataset",
+                format!(
+                    "{}: {} records, {order}; input tokens {}; output tokens {}{fallback}",
+                    spec.path.display(),
+                    data.entries.len(),
+                    stats(&data.input_lengths()),
+                    stats(&outputs),
+                ),
+            ));
+        }
+    }
+    if let Some(spec) = experiment.open.as_ref().and_then(|o| o.trace.as_ref()) {
+        if let Some(data) = &spec.data {
+            let inputs: Vec<u32> = data.rows.iter().map(|r| r.input_tokens).collect();
+            let outputs: Vec<u32> = data.rows.iter().map(|r| r.output_tokens).collect();
+            lines.push((
+                "trace",
+                format!(
+                    "{}: {} arrivals over {:.1} s (mean {:.3} rps at speedup 1); input tokens {}; output tokens {}",
+                    spec.path.display(),
+                    data.rows.len(),
+                    data.span_s(),
+                    data.mean_rate_per_s(),
+                    stats(&inputs),
+                    stats(&outputs),
+                ),
+            ));
+        }
+    }
+    lines
+}
+
 pub fn human_duration(seconds: f64) -> String {
     if !seconds.is_finite() || seconds < 0.0 {
         return "?".to_string();

@@ -278,6 +278,7 @@ mod tests {
                 },
             }),
             agent: None,
+            dataset: None,
         };
         let lines = profile_lines(&workload);
         let labels: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();

@@ -1072,6 +1072,7 @@ mod tests {
                 shared_prefix: None,
                 conversation: None,
                 agent: None,
+                dataset: None,
             },
             measured_tokens: None,
             slos: vec![],

@@ -84,6 +84,9 @@ impl ArrivalTimes {
                     }
                 }
                 Arrival::Gamma { .. } => Gaps::Constant { gap_s: 1.0 / rate },
+                // A trace's schedule is the file's (see `workload::trace`);
+                // there is no process to draw it from.
+                Arrival::Trace => Gaps::Never,
             }
         };
         // A stream of its own, so arrival gaps are not correlated with the

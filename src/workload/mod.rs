@@ -10,10 +10,13 @@
 //! rendered to text or token ids by [`prompt`] outside the timing path.
 
 pub mod arrival;
+pub mod dataset;
 pub mod dist;
 pub mod prompt;
 pub mod task;
+pub mod trace;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use arrival::arrival_times;
@@ -29,12 +32,23 @@ pub enum Segment {
     /// Content unique to `key` (a hash of seed, task, turn, ...), so nothing
     /// is accidentally cached across tasks.
     Unique { key: u64, tokens: u32 },
+    /// Real text from a dataset, sent verbatim; `tokens` is its size by the
+    /// documented approximation ([`dataset::approx_tokens`]).
+    Text { text: Arc<str>, tokens: u32 },
 }
 
 impl Segment {
+    /// A verbatim text segment sized by the word approximation.
+    pub fn text(text: Arc<str>) -> Self {
+        let tokens = dataset::approx_tokens(&text);
+        Segment::Text { text, tokens }
+    }
+
     pub fn tokens(&self) -> u32 {
         match self {
-            Segment::Prefix { tokens, .. } | Segment::Unique { tokens, .. } => *tokens,
+            Segment::Prefix { tokens, .. }
+            | Segment::Unique { tokens, .. }
+            | Segment::Text { tokens, .. } => *tokens,
         }
     }
 }

@@ -30,6 +30,9 @@
 //! (1000..=30000: ordinary tokens in every 32k+ vocabulary, clear of the
 //! special and byte tokens at the low end).
 //!
+//! - `Text`: dataset text, verbatim (token ids: one stable id per
+//!   whitespace-separated word, hashed from the word).
+//!
 //! [`render_flat_text`] joins messages with one `"\n"`; that newline is one
 //! extra token per message boundary for BPE tokenizers and none for the
 //! simulator. No role markup is added: a `completions` target gets plain text.
@@ -66,6 +69,15 @@ pub fn render_token_ids(segments: &[Segment]) -> Vec<u32> {
     let mut ids = Vec::with_capacity(tokens);
     let alphabet = u64::from(TOKEN_ID_MAX - TOKEN_ID_MIN + 1);
     for segment in segments {
+        if let Segment::Text { text, .. } = segment {
+            // No tokenizer here: one stable id per word, so the simulator
+            // (one word = one token) sees the same length and sharing.
+            ids.extend(
+                text.split_whitespace()
+                    .map(|word| TOKEN_ID_MIN + (super::hash_str(word) % alphabet) as u32),
+            );
+            continue;
+        }
         // Symbols are < alphabet ≤ 29001, so the cast cannot truncate.
         ids.extend(Symbols::new(segment, alphabet).map(|s| TOKEN_ID_MIN + s as u32));
     }
@@ -93,6 +105,10 @@ pub fn render_flat_text(messages: &[Message]) -> String {
 }
 
 fn push_text(text: &mut String, segment: &Segment) {
+    if let Segment::Text { text: verbatim, .. } = segment {
+        text.push_str(verbatim);
+        return;
+    }
     for symbol in Symbols::new(segment, VOCABULARY.len() as u64) {
         text.push_str(VOCABULARY[symbol as usize]);
     }
@@ -117,6 +133,8 @@ impl Symbols {
                 (u64::from(group), PREFIX_STREAM, PREFIX_MARKER_SYMBOLS)
             }
             Segment::Unique { key, .. } => (key, UNIQUE_STREAM, UNIQUE_MARKER_SYMBOLS),
+            // Text is rendered verbatim before a symbol stream is made.
+            Segment::Text { .. } => (0, UNIQUE_STREAM, 0),
         };
         Symbols {
             alphabet,

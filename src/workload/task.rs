@@ -31,11 +31,28 @@
 //! their last few tokens, and roles still alternate (some chat templates
 //! reject two user messages in a row). After each step a context-growth
 //! segment (tool results, observations) is appended.
+//!
+//! Datasets (`workload { dataset "..." }`): task `i` is record `i mod n`
+//! (`sample="sequential"`) or record `π(i mod n)` for a permutation `π` of
+//! the records seeded by the stream seed (`sample="shuffle"`, the default),
+//! so every record is used once before any repeats. Text prompts are sent
+//! verbatim ([`Segment::Text`]); records that only give a length become a
+//! synthetic unique segment of that length, less the shared prefix like
+//! `input-tokens`. A workload's shared prefix is prepended as a system
+//! message to text prompts (adding its tokens). The record's output length
+//! is used when it has one, else a draw from `output-tokens`. With
+//! `conversation` set, ShareGPT records replay their recorded exchanges as
+//! turns (real user messages and real answers in the history, each turn's
+//! output length the recorded answer's length, think times drawn from
+//! `think-time`); records of other formats are one-turn conversations.
+
+use std::sync::Arc;
 
 use rand::RngExt;
 
-use crate::config::{Agent, Conversation, Workload};
+use crate::config::{Agent, Conversation, DatasetSpec, Sample, Workload};
 
+use super::dataset::{DataTurn, Entry, EntryPrompt};
 use super::dist::{sample_count, sample_duration};
 use super::{
     AgentStep, CallSpec, Message, Role, SeededRng, Segment, Task, TaskSpec, Turn, mix, seeded_rng,
@@ -61,13 +78,21 @@ enum Part {
 pub struct TaskGenerator {
     workload: Workload,
     seed: u64,
+    /// Record order of a loaded dataset (`None` without one).
+    order: Option<Arc<[u32]>>,
 }
 
 impl TaskGenerator {
     pub fn new(workload: &Workload, seed: u64) -> Self {
+        let order = workload
+            .dataset
+            .as_ref()
+            .and_then(|spec| spec.data.as_ref().map(|data| (spec, data.entries.len())))
+            .map(|(spec, n)| record_order(spec, n, seed));
         TaskGenerator {
             workload: workload.clone(),
             seed,
+            order,
         }
     }
 
@@ -79,6 +104,14 @@ impl TaskGenerator {
             workload: &self.workload,
         };
         let prefix = draw.prefix();
+        if let (Some(order), Some(data)) = (
+            &self.order,
+            self.workload.dataset.as_ref().and_then(|d| d.data.as_ref()),
+        ) {
+            let record = order[(index % order.len() as u64) as usize] as usize;
+            let spec = draw.record(&data.entries[record], prefix);
+            return Task { index, spec };
+        }
         let spec = if let Some(agent) = &self.workload.agent {
             draw.agent(agent, prefix)
         } else if let Some(conversation) = &self.workload.conversation {
@@ -223,6 +256,102 @@ impl Draw<'_> {
     }
 }
 
+/// Which record each position of the stream uses (see the module doc).
+fn record_order(spec: &DatasetSpec, records: usize, seed: u64) -> Arc<[u32]> {
+    let mut order: Vec<u32> = (0..records as u32).collect();
+    if spec.sample == Sample::Shuffle {
+        // Fisher–Yates on `mix` outputs: stable across rand versions, so a
+        // seed means the same record order forever.
+        let stream = mix(seed, super::hash_str("capcard/dataset"));
+        for i in (1..order.len()).rev() {
+            let j = (mix(stream, i as u64) % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+    }
+    order.into()
+}
+
+impl Draw<'_> {
+    /// The task of one dataset record.
+    fn record(&mut self, entry: &Entry, prefix: Option<Segment>) -> TaskSpec {
+        let output_tokens = match entry.output_tokens {
+            Some(n) => n.max(1),
+            None => self.output_tokens(),
+        };
+        if let (Some(conversation), false) = (&self.workload.conversation, entry.turns.is_empty()) {
+            return self.recorded_conversation(conversation, &entry.turns, prefix);
+        }
+        let mut messages = system_message(prefix.clone());
+        match &entry.prompt {
+            EntryPrompt::Tokens(input) => {
+                let prefix_tokens = prefix.as_ref().map_or(0, Segment::tokens);
+                let user_tokens = input.saturating_sub(prefix_tokens).max(1);
+                messages.push(Message {
+                    role: Role::User,
+                    segments: vec![self.unique(Part::User, 0, 0, user_tokens)],
+                });
+            }
+            EntryPrompt::Messages(recorded) => {
+                for m in recorded {
+                    let segment = Segment::text(Arc::clone(&m.text));
+                    // The shared prefix and a recorded system prompt form one system message.
+                    match messages.last_mut() {
+                        Some(last) if last.role == Role::System && m.role == Role::System => {
+                            last.segments.push(segment);
+                        }
+                        _ => messages.push(Message {
+                            role: m.role,
+                            segments: vec![segment],
+                        }),
+                    }
+                }
+            }
+        }
+        let spec = call(messages, output_tokens);
+        if self.workload.conversation.is_some() {
+            TaskSpec::Conversation {
+                turns: vec![Turn {
+                    think_time_before: std::time::Duration::ZERO,
+                    call: spec,
+                }],
+            }
+        } else {
+            TaskSpec::Single(spec)
+        }
+    }
+
+    fn recorded_conversation(
+        &mut self,
+        conversation: &Conversation,
+        exchanges: &[DataTurn],
+        prefix: Option<Segment>,
+    ) -> TaskSpec {
+        let mut history = system_message(prefix);
+        let mut turns = Vec::with_capacity(exchanges.len());
+        for (k, exchange) in exchanges.iter().enumerate() {
+            let think_time_before = if k == 0 {
+                std::time::Duration::ZERO
+            } else {
+                sample_duration(&conversation.think_time, &mut self.rng)
+            };
+            history.push(Message {
+                role: Role::User,
+                segments: vec![Segment::text(Arc::clone(&exchange.user))],
+            });
+            let answer = Segment::text(Arc::clone(&exchange.answer));
+            turns.push(Turn {
+                think_time_before,
+                call: call(history.clone(), answer.tokens().max(1)),
+            });
+            history.push(Message {
+                role: Role::Assistant,
+                segments: vec![answer],
+            });
+        }
+        TaskSpec::Conversation { turns }
+    }
+}
+
 fn system_message(prefix: Option<Segment>) -> Vec<Message> {
     prefix
         .map(|p| Message {
@@ -279,6 +408,7 @@ mod tests {
             }),
             conversation: None,
             agent: None,
+            dataset: None,
         }
     }
 

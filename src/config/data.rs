@@ -1,0 +1,185 @@
+//! Loading the data files an experiment names (datasets, arrival traces):
+//! the one place of the config stage that reads files besides the
+//! experiment itself.
+//!
+//! Kept apart from `decode` so [`super::parse`] stays pure (tests and tools
+//! parse experiments that name files they do not have), while
+//! [`super::load`] — what `check`, `plan`, `run` and `report` use — reads
+//! every data file once, parses it with [`crate::workload::dataset`] /
+//! [`crate::workload::trace`], and stores the result in an `Arc` in the
+//! model, so every task generator of every run shares it. A missing or
+//! malformed file is a diagnostic at the path string in the experiment,
+//! with the file's first bad line in the message.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::diag::{ConfigDiagnostic, ConfigError, Source};
+use super::model::{Dist, DistKind, Experiment, RatePerS, RateSelection, Span};
+use crate::workload::dataset::{self, Dataset};
+use crate::workload::trace;
+
+/// At most this many points describe a measured length distribution
+/// (quantiles of the records), so plan.json stays small for big datasets.
+const MAX_EMPIRICAL_POINTS: usize = 100;
+
+/// Read and attach every dataset and trace `experiment` names. Relative
+/// paths are resolved against the experiment's directory.
+pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), ConfigError> {
+    let base = experiment.base_dir.clone().unwrap_or_else(|| ".".into());
+    let mut diagnostics = Vec::new();
+    let mut problem = |span: Span, message: String, help: &str| {
+        let help = Some(help.to_string());
+        diagnostics.push(match span {
+            Some(span) => ConfigDiagnostic::at(source, span, "this file", message, help),
+            None => ConfigDiagnostic::detached(message, help),
+        });
+    };
+    for workload in &mut experiment.workloads {
+        let Some(spec) = workload.dataset.as_mut() else {
+            continue;
+        };
+        spec.path = base.join(&spec.path);
+        let text = match read(&spec.path) {
+            Ok(text) => text,
+            Err(message) => {
+                problem(
+                    spec.span,
+                    message,
+                    "dataset paths are relative to the experiment file",
+                );
+                continue;
+            }
+        };
+        let origin = spec.path.display().to_string();
+        let data = match dataset::parse_dataset(&text, &origin) {
+            Ok(data) => data.filtered(spec.max_input_tokens),
+            Err(e) => {
+                problem(spec.span, format!("dataset {e}"), DATASET_HELP);
+                continue;
+            }
+        };
+        if data.entries.is_empty() {
+            problem(
+                spec.span,
+                format!(
+                    "dataset {origin}: no record has at most {} input tokens",
+                    spec.max_input_tokens.unwrap_or(0)
+                ),
+                "raise `max-input-tokens`, or remove it",
+            );
+            continue;
+        }
+        if spec.output_from_data && !data.has_all_outputs() {
+            problem(
+                spec.span,
+                format!(
+                    "dataset {origin}: some records have no output length and workload `{}` has no `output-tokens`",
+                    workload.name
+                ),
+                "add `output-tokens ...` to the workload as the length of answers the records do not give",
+            );
+            continue;
+        }
+        if spec.input_from_data {
+            workload.input_tokens = measured(&data.input_lengths());
+        }
+        if spec.output_from_data {
+            workload.output_tokens = measured(&data.output_lengths());
+        }
+        spec.data = Some(Arc::new(data));
+    }
+    if let Some(open) = experiment.open.as_mut() {
+        if let Some(spec) = open.trace.as_mut() {
+            spec.path = base.join(&spec.path);
+            match read(&spec.path) {
+                Err(message) => problem(
+                    spec.span,
+                    message,
+                    "trace paths are relative to the experiment file",
+                ),
+                Ok(text) => match trace::parse_trace(&text, &spec.path.display().to_string()) {
+                    Err(e) => problem(spec.span, format!("trace {e}"), TRACE_HELP),
+                    Ok(data) => {
+                        if let RateSelection::Grid { rates } = &mut open.rates {
+                            if rates.is_empty() {
+                                let speedup = spec.speedup.unwrap_or(1.0);
+                                rates.push(RatePerS(data.mean_rate_per_s() * speedup));
+                            }
+                        }
+                        spec.data = Some(Arc::new(data));
+                    }
+                },
+            }
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid {
+            origin: source.name().to_string(),
+            diagnostics,
+        })
+    }
+}
+
+const DATASET_HELP: &str = "records are JSONL lines of {\"prompt\": ...}, {\"input_tokens\": N}, {\"messages\": [...]} (each with optional \"output_tokens\"), or a ShareGPT JSON array of {\"conversations\": [...]}";
+const TRACE_HELP: &str = "traces are Mooncake JSONL ({\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}) or BurstGPT CSV (Timestamp, Request tokens, Response tokens)";
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// The empirical distribution of measured lengths: every value when there
+/// are few, else [`MAX_EMPIRICAL_POINTS`] evenly spaced quantiles.
+fn measured(values: &[u32]) -> Dist {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let picks: Vec<u32> = if sorted.len() <= MAX_EMPIRICAL_POINTS {
+        sorted
+    } else {
+        (0..MAX_EMPIRICAL_POINTS)
+            .map(|k| sorted[(k * 2 + 1) * sorted.len() / (2 * MAX_EMPIRICAL_POINTS)])
+            .collect()
+    };
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for v in picks {
+        match points.last_mut() {
+            Some((value, weight)) if *value == f64::from(v) => *weight += 1.0,
+            _ => points.push((f64::from(v), 1.0)),
+        }
+    }
+    Dist {
+        kind: DistKind::Empirical { points },
+        min: None,
+        max: None,
+    }
+}
+
+/// The dataset of one workload, for tools that hold only the model.
+pub fn dataset_of(workload: &super::Workload) -> Option<&Dataset> {
+    workload.dataset.as_ref()?.data.as_deref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_lengths_merge_duplicates_and_cap_points() {
+        let dist = measured(&[3, 1, 3, 2]);
+        assert_eq!(
+            dist.kind,
+            DistKind::Empirical {
+                points: vec![(1.0, 1.0), (2.0, 1.0), (3.0, 2.0)]
+            }
+        );
+        let many: Vec<u32> = (1..=1000).collect();
+        let DistKind::Empirical { points } = measured(&many).kind else {
+            unreachable!()
+        };
+        assert_eq!(points.len(), MAX_EMPIRICAL_POINTS);
+        assert_eq!(points[0].0, 6.0);
+        assert_eq!(points[99].0, 996.0);
+    }
+}
