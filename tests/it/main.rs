@@ -7,7 +7,6 @@ mod config;
 mod data;
 mod diff;
 mod e2e;
-mod exec;
 mod report;
 mod sim;
 mod telemetry;

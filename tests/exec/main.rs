@@ -1,6 +1,10 @@
 //! The executor against a scripted local server with known timing: accuracy
 //! of TTFT / ITL, closed-loop concurrency, open-loop schedule, error classes,
 //! tasks, cancellation and journals on disk.
+//!
+//! A test binary of its own (the rest of the suite is the one binary in
+//! `tests/it`): cargo runs test binaries one after another, so the 1 ms
+//! timing checks here never share the two cores with the end-to-end runs.
 
 mod server;
 
