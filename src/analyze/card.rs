@@ -256,6 +256,29 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
         }
     }
 
+    // An open run reaches steady state only after about one latency: with a
+    // shorter warmup the window holds the ramp-up, which looks like a
+    // growing backlog and lowers achieved throughput.
+    if let Some(open) = &experiment.open {
+        let warmup_ms = open.warmup.as_secs_f64() * 1000.0;
+        let short: Vec<String> = card
+            .open
+            .iter()
+            .filter_map(|s| {
+                let latency = s.task_e2e_ms.as_ref().unwrap_or(&s.e2e_ms);
+                (latency.count > 0 && latency.p50 > warmup_ms)
+                    .then(|| format!("{} (E2E p50 {:.1} s)", s.run_id, latency.p50 / 1000.0))
+            })
+            .collect();
+        if !short.is_empty() {
+            notes.push(format!(
+                "open-loop warmup ({:.1} s) is shorter than the median latency of {}: those                  windows start before steady state, which can read as a growing backlog;                  raise `warmup` in `open`",
+                warmup_ms / 1000.0,
+                short.join(", ")
+            ));
+        }
+    }
+
     // Conditions of the measurement.
     let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
     for s in &runs {
@@ -584,6 +607,36 @@ mod tests {
         }
         assert_eq!(card.sizing[0].replicas, None);
         assert_eq!(card.target_info.model, None);
+    }
+
+    #[test]
+    fn warmup_shorter_than_latency_is_noted() {
+        let exp = experiment(); // open warmup 15 s
+        let mut slow = open_run(4.0, true);
+        slow.e2e_ms = crate::analyze::LatencyStats {
+            count: 100,
+            p50: 20_000.0,
+            ..crate::analyze::LatencyStats::default()
+        };
+        let fast = open_run(2.0, true);
+        let card = build_card(
+            &exp,
+            &target(),
+            &workload(),
+            None,
+            vec![],
+            vec![slow.clone(), fast],
+        );
+        let note = card
+            .notes
+            .iter()
+            .find(|n| n.contains("warmup"))
+            .expect("a warmup note");
+        assert!(
+            note.contains(&slow.run_id) && note.contains("20.0 s"),
+            "{note}"
+        );
+        assert!(!note.contains("r2.000"), "{note}");
     }
 
     #[test]
