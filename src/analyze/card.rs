@@ -426,6 +426,7 @@ mod tests {
                 currency: "EUR".into(),
             }),
             metrics: Default::default(),
+            tokenizer: None,
         }
     }
 

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
 
@@ -70,6 +71,9 @@ pub struct WorkloadSource {
     generator: TaskGenerator,
     api: Api,
     completions_prompt: CompletionsPrompt,
+    /// The target's tokenizer: synthetic text sized exactly with it
+    /// ([`crate::workload::tokenize`]); `None` = the word approximation.
+    tokenizer: Option<Arc<PromptTokenizer>>,
 }
 
 impl WorkloadSource {
@@ -83,7 +87,15 @@ impl WorkloadSource {
             generator: TaskGenerator::new(workload, seed),
             api,
             completions_prompt,
+            tokenizer: None,
         }
+    }
+
+    /// Size text prompts with `tokenizer` (token-id prompts for
+    /// `completions` then are the tokenizer's ids of that text).
+    pub fn with_tokenizer(mut self, tokenizer: Option<Arc<PromptTokenizer>>) -> Self {
+        self.tokenizer = tokenizer;
+        self
     }
 
     pub fn shared(self) -> Arc<dyn RequestSource> {
@@ -97,6 +109,9 @@ impl RequestSource for WorkloadSource {
     }
 
     fn render(&self, call: &CallSpec) -> Prompt {
+        if let Some(tokenizer) = &self.tokenizer {
+            return render_with(tokenizer, self.api, self.completions_prompt, call);
+        }
         match (self.api, self.completions_prompt) {
             (Api::Chat, _) => Prompt::Chat(
                 call.messages
@@ -112,6 +127,36 @@ impl RequestSource for WorkloadSource {
             }
             (Api::Completions, CompletionsPrompt::TokenIds) => {
                 Prompt::TokenIds(prompt::render_token_ids(&all_segments(&call.messages)))
+            }
+        }
+    }
+}
+
+/// [`WorkloadSource::render`] with a tokenizer: every message sized exactly.
+fn render_with(
+    tokenizer: &PromptTokenizer,
+    api: Api,
+    completions_prompt: CompletionsPrompt,
+    call: &CallSpec,
+) -> Prompt {
+    match (api, completions_prompt) {
+        (Api::Chat, _) => Prompt::Chat(
+            call.messages
+                .iter()
+                .map(|m| ChatMessage {
+                    role: role_name(m.role),
+                    content: tokenizer.render_text(&m.segments),
+                })
+                .collect(),
+        ),
+        (Api::Completions, CompletionsPrompt::Text) => {
+            Prompt::Text(tokenizer.render_flat_text(&call.messages))
+        }
+        (Api::Completions, CompletionsPrompt::TokenIds) => {
+            let text = tokenizer.render_flat_text(&call.messages);
+            match tokenizer.ids(&text) {
+                Some(ids) => Prompt::TokenIds(ids),
+                None => Prompt::Text(text),
             }
         }
     }
@@ -144,6 +189,12 @@ impl TraceSource {
             block_tokens,
             renderer: WorkloadSource::new(workload, seed, api, completions_prompt),
         }
+    }
+
+    /// See [`WorkloadSource::with_tokenizer`].
+    pub fn with_tokenizer(mut self, tokenizer: Option<Arc<PromptTokenizer>>) -> Self {
+        self.renderer = self.renderer.with_tokenizer(tokenizer);
+        self
     }
 
     pub fn shared(self) -> Arc<dyn RequestSource> {

@@ -11,3 +11,4 @@ mod exec;
 mod report;
 mod sim;
 mod telemetry;
+mod tokenizer;
