@@ -63,6 +63,11 @@ pub enum CompletionsPrompt {
 pub trait RequestSource: Send + Sync {
     fn task(&self, index: u64) -> Task;
     fn render(&self, call: &CallSpec) -> Prompt;
+    /// The tokenizer prompts are sized with, which also counts output
+    /// tokens when the server reports no usage.
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        None
+    }
 }
 
 /// The workload's seeded task stream, rendered for one API.
@@ -106,6 +111,10 @@ impl WorkloadSource {
 impl RequestSource for WorkloadSource {
     fn task(&self, index: u64) -> Task {
         self.generator.task(index)
+    }
+
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        self.tokenizer.clone()
     }
 
     fn render(&self, call: &CallSpec) -> Prompt {
@@ -209,6 +218,10 @@ impl RequestSource for TraceSource {
 
     fn render(&self, call: &CallSpec) -> Prompt {
         self.renderer.render(call)
+    }
+
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        self.renderer.tokenizer()
     }
 }
 
