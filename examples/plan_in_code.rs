@@ -31,6 +31,7 @@ fn main() -> miette::Result<()> {
             runtime: None,
             cost: None,
             metrics: MetricsSource::Auto,
+            tokenizer: None,
         }],
         workloads: vec![Workload {
             name: "chat".into(),

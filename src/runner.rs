@@ -101,6 +101,8 @@ struct LiveTarget {
     /// Prometheus URL scraped during every run, if any.
     metrics_url: Option<String>,
     scrape_client: reqwest::Client,
+    /// The target's `tokenizer`, loaded: prompts sized exactly with it.
+    tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -361,7 +363,13 @@ async fn execute(
             target.scrape_client.clone(),
         ))
     });
-    let inputs = run_inputs(&target.endpoint, workload, trace, run);
+    let inputs = run_inputs(
+        &target.endpoint,
+        target.tokenizer.clone(),
+        workload,
+        trace,
+        run,
+    );
     let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, options).await;
     if let Some(scraper) = scraper {
         scraper.stop().await;
@@ -379,6 +387,7 @@ async fn execute(
 /// trace is exhausted or the planned stop is reached, whichever is first.
 fn run_inputs(
     endpoint: &Endpoint,
+    tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     workload: &config::Workload,
     trace: Option<&TraceSpec>,
     run: &RunPlan,
@@ -395,6 +404,7 @@ fn run_inputs(
                 endpoint.api,
                 completions,
             )
+            .with_tokenizer(tokenizer)
             .shared();
             return exec::RunInputs {
                 source,
@@ -402,7 +412,9 @@ fn run_inputs(
             };
         }
     }
-    let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions).shared();
+    let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions)
+        .with_tokenizer(tokenizer)
+        .shared();
     exec::RunInputs::for_run(run, source)
 }
 
@@ -540,6 +552,7 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
         sim: server,
         metrics_url,
         scrape_client,
+        tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
     })
 }
 

@@ -449,6 +449,7 @@ mod tests {
                 currency: "EUR".into(),
             }),
             metrics: Default::default(),
+            tokenizer: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! Loading the data files an experiment names (datasets, arrival traces):
+//! Loading the data files an experiment names (datasets, arrival traces,
+//! targets' tokenizers):
 //! the one place of the config stage that reads files besides the
 //! experiment itself.
 //!
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use super::diag::{ConfigDiagnostic, ConfigError, Source};
 use super::model::{Dist, DistKind, Experiment, RatePerS, RateSelection, Span};
 use crate::workload::dataset::{self, Dataset};
+use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace;
 
 /// At most this many points describe a measured length distribution
@@ -88,6 +90,20 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
             workload.output_tokens = measured(&data.output_lengths());
         }
         spec.data = Some(Arc::new(data));
+    }
+    for target in &mut experiment.targets {
+        let Some(spec) = target.tokenizer.as_mut() else {
+            continue;
+        };
+        spec.path = base.join(&spec.path);
+        match PromptTokenizer::load(&spec.path) {
+            Ok(loaded) => spec.loaded = Some(Arc::new(loaded)),
+            Err(e) => problem(
+                spec.span,
+                format!("tokenizer {e}"),
+                "give the model's tokenizer.json (as shipped with it on Hugging Face); paths are relative to the experiment file",
+            ),
+        }
     }
     if let Some(open) = experiment.open.as_mut() {
         if let Some(spec) = open.trace.as_mut() {

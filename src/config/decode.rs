@@ -40,6 +40,7 @@ const TARGET_CHILDREN: &[&str] = &[
     "runtime",
     "cost-per-hour",
     "metrics",
+    "tokenizer",
 ];
 const WORKLOAD_CHILDREN: &[&str] = &[
     "input-tokens",
@@ -339,16 +340,6 @@ impl Decoder {
             "unknown node",
             format!("unknown node `{name}` {place}"),
             Some(suggestion_help(name, candidates)),
-        );
-    }
-
-    /// A construct of SPEC §2 that this version does not implement yet.
-    fn planned(&mut self, span: SourceSpan, what: &str, help: &str) {
-        self.error(
-            span,
-            "not available yet",
-            format!("{what} is planned but not available in this version of capcard"),
-            Some(help.to_string()),
         );
     }
 
@@ -984,6 +975,7 @@ impl Decoder {
         let (mut model, mut api_key_env, mut hardware, mut runtime, mut cost) =
             (None, None, None, None, None);
         let mut metrics = MetricsSource::Auto;
+        let mut tokenizer = None;
         let mut timeout = Duration::from_secs(120);
         let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
 
@@ -1063,14 +1055,7 @@ impl Decoder {
                         .and_then(|e| self.metrics_source(e, usage))
                         .map(|m| metrics = m)
                 }
-                "tokenizer" => {
-                    self.planned(
-                        span_of_name(child),
-                        "`tokenizer`",
-                        "prompts are sized approximately for now; the server's reported usage is recorded as the truth",
-                    );
-                    None
-                }
+                "tokenizer" => self.tokenizer(child).map(|t| tokenizer = Some(t)),
                 _ => {
                     self.unknown_node(child, Some(node), TARGET_CHILDREN);
                     None
@@ -1111,6 +1096,28 @@ impl Decoder {
             runtime,
             cost,
             metrics,
+            tokenizer,
+        })
+    }
+
+    /// `tokenizer "tokenizer.json"`; the file is read by [`super::data`].
+    fn tokenizer(&mut self, node: &KdlNode) -> Option<TokenizerSpec> {
+        let usage = "tokenizer \"models/llama/tokenizer.json\"";
+        let entry = self.single(node, usage)?;
+        let path = self.string(entry, "tokenizer", usage)?;
+        if !cfg!(feature = "tokenizer") {
+            self.error(
+                value_span(entry),
+                "not in this build",
+                "this capcard was built without the `tokenizer` feature".to_string(),
+                Some("rebuild with `cargo install capcard --features tokenizer`, or remove the line: prompts are then sized by the word approximation and the server's reported usage is recorded as the truth".to_string()),
+            );
+            return None;
+        }
+        Some(TokenizerSpec {
+            path: PathBuf::from(path),
+            span: Some(value_span(entry)),
+            loaded: None,
         })
     }
 
@@ -1258,10 +1265,11 @@ impl Decoder {
                     self.dataset(child).map(|d| dataset = Some(d))
                 }
                 "tokenizer" => {
-                    self.planned(
+                    self.error(
                         span_of_name(child),
-                        "`tokenizer`",
-                        "prompts are sized approximately for now; the server's reported usage is recorded as the truth",
+                        "belongs on the target",
+                        "`tokenizer` is a property of the model served, not of the workload".to_string(),
+                        Some("move it into the target: `target \"x\" { endpoint \"...\"; tokenizer \"tokenizer.json\" }`".to_string()),
                     );
                     None
                 }

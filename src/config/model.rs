@@ -77,6 +77,25 @@ pub struct Target {
     /// scrape the server's Prometheus telemetry during runs.
     #[serde(default)]
     pub metrics: MetricsSource,
+    /// `tokenizer "path/to/tokenizer.json"`: size synthetic prompt text
+    /// exactly with the model's own tokenizer (needs the `tokenizer` build
+    /// feature); `None` = the word approximation of [`crate::workload::prompt`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSpec>,
+}
+
+/// `tokenizer "tokenizer.json"` on a target.
+///
+/// The file is read and parsed when the experiment is loaded from disk
+/// ([`crate::config::load`]); `loaded` holds it, shared by every run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerSpec {
+    /// As resolved against the experiment's directory.
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub loaded: Option<Arc<crate::workload::tokenize::PromptTokenizer>>,
 }
 
 /// Where server telemetry comes from.

@@ -44,6 +44,8 @@ pub(crate) struct HttpTarget {
     pub url: reqwest::Url,
     pub auth: Option<HeaderValue>,
     pub timeout: Duration,
+    /// Counts output tokens when the server reports no usage.
+    pub tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
 }
 
 /// A client with keep-alive, no retries, `pool_size` idle connections kept.
@@ -157,7 +159,11 @@ pub(crate) async fn perform_call(
     let sent = Instant::now();
     let scheduled = scheduled.unwrap_or(sent);
     live.inflight.fetch_add(1, Ordering::Relaxed);
-    let mut observer = StreamObserver::new();
+    let mut observer = if target.tokenizer.is_some() {
+        StreamObserver::keeping_text()
+    } else {
+        StreamObserver::new()
+    };
     let mut http_status = None;
     let mut leftover = None;
     let (end, completed) = tokio::select! {
@@ -186,6 +192,9 @@ pub(crate) async fn perform_call(
         completed_ms: ms(completed),
         http_status,
     };
+    if let Some(tokenizer) = &target.tokenizer {
+        observer.count_output_with(tokenizer);
+    }
     let record = observer.into_record(id, times, end);
     if let Some(mut response) = leftover {
         // Read the end of the chunked body so the connection goes back to the

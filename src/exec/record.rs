@@ -77,8 +77,12 @@ impl RequestRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TokenSource {
+    /// The server's `usage.completion_tokens`.
     Usage,
+    /// No usage: the number of streamed content chunks (≈ tokens on most servers).
     Chunks,
+    /// No usage: the streamed text encoded with the target's `tokenizer`.
+    Tokenizer,
 }
 
 /// Why a call failed. Every failure is counted by class, none aborts a run.

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
 
@@ -62,6 +63,11 @@ pub enum CompletionsPrompt {
 pub trait RequestSource: Send + Sync {
     fn task(&self, index: u64) -> Task;
     fn render(&self, call: &CallSpec) -> Prompt;
+    /// The tokenizer prompts are sized with, which also counts output
+    /// tokens when the server reports no usage.
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        None
+    }
 }
 
 /// The workload's seeded task stream, rendered for one API.
@@ -70,6 +76,9 @@ pub struct WorkloadSource {
     generator: TaskGenerator,
     api: Api,
     completions_prompt: CompletionsPrompt,
+    /// The target's tokenizer: synthetic text sized exactly with it
+    /// ([`crate::workload::tokenize`]); `None` = the word approximation.
+    tokenizer: Option<Arc<PromptTokenizer>>,
 }
 
 impl WorkloadSource {
@@ -83,7 +92,15 @@ impl WorkloadSource {
             generator: TaskGenerator::new(workload, seed),
             api,
             completions_prompt,
+            tokenizer: None,
         }
+    }
+
+    /// Size text prompts with `tokenizer` (token-id prompts for
+    /// `completions` then are the tokenizer's ids of that text).
+    pub fn with_tokenizer(mut self, tokenizer: Option<Arc<PromptTokenizer>>) -> Self {
+        self.tokenizer = tokenizer;
+        self
     }
 
     pub fn shared(self) -> Arc<dyn RequestSource> {
@@ -96,7 +113,14 @@ impl RequestSource for WorkloadSource {
         self.generator.task(index)
     }
 
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        self.tokenizer.clone()
+    }
+
     fn render(&self, call: &CallSpec) -> Prompt {
+        if let Some(tokenizer) = &self.tokenizer {
+            return render_with(tokenizer, self.api, self.completions_prompt, call);
+        }
         match (self.api, self.completions_prompt) {
             (Api::Chat, _) => Prompt::Chat(
                 call.messages
@@ -112,6 +136,36 @@ impl RequestSource for WorkloadSource {
             }
             (Api::Completions, CompletionsPrompt::TokenIds) => {
                 Prompt::TokenIds(prompt::render_token_ids(&all_segments(&call.messages)))
+            }
+        }
+    }
+}
+
+/// [`WorkloadSource::render`] with a tokenizer: every message sized exactly.
+fn render_with(
+    tokenizer: &PromptTokenizer,
+    api: Api,
+    completions_prompt: CompletionsPrompt,
+    call: &CallSpec,
+) -> Prompt {
+    match (api, completions_prompt) {
+        (Api::Chat, _) => Prompt::Chat(
+            call.messages
+                .iter()
+                .map(|m| ChatMessage {
+                    role: role_name(m.role),
+                    content: tokenizer.render_text(&m.segments),
+                })
+                .collect(),
+        ),
+        (Api::Completions, CompletionsPrompt::Text) => {
+            Prompt::Text(tokenizer.render_flat_text(&call.messages))
+        }
+        (Api::Completions, CompletionsPrompt::TokenIds) => {
+            let text = tokenizer.render_flat_text(&call.messages);
+            match tokenizer.ids(&text) {
+                Some(ids) => Prompt::TokenIds(ids),
+                None => Prompt::Text(text),
             }
         }
     }
@@ -146,6 +200,12 @@ impl TraceSource {
         }
     }
 
+    /// See [`WorkloadSource::with_tokenizer`].
+    pub fn with_tokenizer(mut self, tokenizer: Option<Arc<PromptTokenizer>>) -> Self {
+        self.renderer = self.renderer.with_tokenizer(tokenizer);
+        self
+    }
+
     pub fn shared(self) -> Arc<dyn RequestSource> {
         Arc::new(self)
     }
@@ -158,6 +218,10 @@ impl RequestSource for TraceSource {
 
     fn render(&self, call: &CallSpec) -> Prompt {
         self.renderer.render(call)
+    }
+
+    fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
+        self.renderer.tokenizer()
     }
 }
 

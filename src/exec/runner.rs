@@ -429,6 +429,7 @@ pub(crate) async fn run(
         url,
         auth,
         timeout: endpoint.timeout,
+        tokenizer: source.tokenizer(),
     };
     let (journal_tx, writer) = journal::spawn_writer(journal_path)?;
 

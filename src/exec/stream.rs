@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::record::{ErrorClass, RequestRecord, TokenSource};
 use super::sse::SseEvent;
+use crate::workload::tokenize::PromptTokenizer;
 
 /// `ms` rounded to the microsecond: the clock's useful resolution, and what
 /// keeps journal lines short.
@@ -70,6 +71,10 @@ pub struct StreamObserver {
     last_content_ms: Option<f64>,
     itl_ms: Vec<f32>,
     content_chunks: u32,
+    /// The streamed output text, kept only when it will be counted locally.
+    output_text: Option<String>,
+    /// Output tokens of `output_text` by the target's tokenizer.
+    output_tokens_counted: Option<u32>,
     prompt_tokens_reported: Option<u32>,
     completion_tokens_reported: Option<u32>,
     finish_reason: Option<String>,
@@ -141,6 +146,28 @@ impl StreamObserver {
         Self::default()
     }
 
+    /// An observer that keeps the streamed text, so a tokenizer can count
+    /// it when the server sends no usage ([`Self::count_output_with`]).
+    pub fn keeping_text() -> Self {
+        StreamObserver {
+            output_text: Some(String::new()),
+            ..Self::default()
+        }
+    }
+
+    /// After the stream: when the server reported no output usage, count the
+    /// kept text with `tokenizer` (outside the measured time).
+    pub fn count_output_with(&mut self, tokenizer: &PromptTokenizer) {
+        if self.completion_tokens_reported.is_some() {
+            return;
+        }
+        if let Some(text) = &self.output_text {
+            self.output_tokens_counted = tokenizer
+                .count(text)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        }
+    }
+
     /// Count raw body bytes (to tell "not an event stream" from "cut short").
     pub fn on_bytes(&mut self, n: usize) {
         self.bytes += n as u64;
@@ -195,6 +222,20 @@ impl StreamObserver {
                     || non_empty(&delta.reasoning);
             }
             has_content |= non_empty(&choice.text);
+            if let Some(text) = self.output_text.as_mut() {
+                let delta = choice.delta.as_ref();
+                for piece in [
+                    delta.and_then(|d| d.reasoning_content.as_deref()),
+                    delta.and_then(|d| d.reasoning.as_deref()),
+                    delta.and_then(|d| d.content.as_deref()),
+                    choice.text.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    text.push_str(piece);
+                }
+            }
             if let Some(reason) = &choice.finish_reason {
                 self.finish_reason = Some(reason.clone());
             }
@@ -252,7 +293,10 @@ impl StreamObserver {
     pub fn output_tokens(&self) -> (u32, TokenSource) {
         match self.completion_tokens_reported {
             Some(n) => (n, TokenSource::Usage),
-            None => (self.content_chunks, TokenSource::Chunks),
+            None => match self.output_tokens_counted {
+                Some(n) => (n, TokenSource::Tokenizer),
+                None => (self.content_chunks, TokenSource::Chunks),
+            },
         }
     }
 
@@ -384,6 +428,37 @@ mod tests {
         assert_eq!(r.prompt_tokens_reported, Some(12));
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
         assert_eq!((r.task, r.call, r.output_tokens_requested), (7, 1, 3));
+    }
+
+    #[cfg(feature = "tokenizer")]
+    #[test]
+    fn without_usage_a_tokenizer_counts_the_streamed_text() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/tokenizer-small.json");
+        let tokenizer = PromptTokenizer::load(&path).unwrap();
+        let stream = |o: &mut StreamObserver| {
+            // Two chunks, " the" (one merged token) and " cat" (three).
+            o.on_event(&chat(" the"), 10.0);
+            o.on_event(&chat(" cat"), 11.0);
+        };
+        let mut o = StreamObserver::keeping_text();
+        stream(&mut o);
+        o.on_event(&ev("[DONE]"), 12.0);
+        o.count_output_with(&tokenizer);
+        let r = o.into_record(id(), times(0.0, 0.0, 12.0), StreamEnd::Done);
+        assert_eq!(
+            (r.output_tokens, r.output_tokens_source),
+            (4, TokenSource::Tokenizer)
+        );
+        // Reported usage stays the truth.
+        let mut o = StreamObserver::keeping_text();
+        stream(&mut o);
+        o.on_event(
+            &ev(r#"{"choices":[],"usage":{"completion_tokens":9}}"#),
+            12.0,
+        );
+        o.count_output_with(&tokenizer);
+        assert_eq!(o.output_tokens(), (9, TokenSource::Usage));
     }
 
     #[test]

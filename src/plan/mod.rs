@@ -333,6 +333,7 @@ mod tests {
             runtime: None,
             cost: None,
             metrics: Default::default(),
+            tokenizer: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod dataset;
 pub mod dist;
 pub mod prompt;
 pub mod task;
+pub mod tokenize;
 pub mod trace;
 
 use std::sync::Arc;

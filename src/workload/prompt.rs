@@ -104,7 +104,8 @@ pub fn render_flat_text(messages: &[Message]) -> String {
     text
 }
 
-fn push_text(text: &mut String, segment: &Segment) {
+/// Append one segment's text (the word approximation) to `text`.
+pub(crate) fn push_text(text: &mut String, segment: &Segment) {
     if let Segment::Text { text: verbatim, .. } = segment {
         text.push_str(verbatim);
         return;

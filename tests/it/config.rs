@@ -426,19 +426,6 @@ fn nothing_to_measure() {
 }
 
 #[test]
-fn planned_features_say_so() {
-    insta::assert_snapshot!(errors(
-        "planned.kdl",
-        r#"
-target "sim" { sim tiny; tokenizer "tokenizer.json" }
-workload "replay" { dataset "data/prompts.jsonl" }
-closed { concurrency 1; duration "5s" }
-open { arrival trace "arrivals.jsonl"; rates 1 2; duration "5s" }
-"#
-    ));
-}
-
-#[test]
 fn many_mistakes_are_all_reported_in_file_order() {
     let source = r#"
 experiment "many" { seed 7 }

@@ -10,3 +10,4 @@ mod e2e;
 mod report;
 mod sim;
 mod telemetry;
+mod tokenizer;
