@@ -272,7 +272,9 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             .collect();
         if !short.is_empty() {
             notes.push(format!(
-                "open-loop warmup ({:.1} s) is shorter than the median latency of {}: those                  windows start before steady state, which can read as a growing backlog;                  raise `warmup` in `open`",
+                "open-loop warmup ({:.1} s) is shorter than the median latency of {}: those \
+                 windows start before steady state, which reads as not keeping up; \
+                 raise `warmup` in `open`",
                 warmup_ms / 1000.0,
                 short.join(", ")
             ));

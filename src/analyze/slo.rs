@@ -284,6 +284,14 @@ fn kept_up_reason(summary: &RunSummary) -> String {
         None => parts.push("no arrivals in the measured window".to_string()),
         Some(_) => {}
     }
+    if let (Some(offered), Some(achieved)) = (summary.offered, summary.achieved_rps) {
+        let completed = achieved * summary.window_s;
+        if !super::summary::completions_keep_pace(offered, completed) {
+            parts.push(format!(
+                "{completed:.0} tasks completed in the window for {offered} arrivals"
+            ));
+        }
+    }
     if summary.backlog_growing == Some(true) {
         parts.push("calls in flight kept growing (backlog)".to_string());
     }

@@ -49,8 +49,12 @@
 //! reacting to the noise of a stable queue; the `+ 2` keeps a replica at
 //! 1–3 calls in flight from tripping it on jitter. Fewer than 6 samples: no
 //! verdict (`backlog_growing = None`, not counted against the run).
-//! `kept_up` = `completed_fraction ≥ 0.95` and no growing backlog; a window
-//! with no arrivals did not keep up (nothing shows that it did).
+//! Arrivals completing late can hide an overloaded replica, so a third test
+//! compares *when* work completed: the tasks completed inside the window must
+//! keep pace with the arrivals scheduled in it ([`completions_keep_pace`]).
+//! `kept_up` = `completed_fraction ≥ 0.95`, completions keep pace and no
+//! growing backlog; a window with no arrivals did not keep up (nothing shows
+//! that it did).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -186,6 +190,7 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
                 .unwrap_or_default();
             let backlog_growing = backlog_growing(&samples);
             let kept_up = completed_fraction.is_some_and(|f| f >= KEPT_UP_MIN_COMPLETED_FRACTION)
+                && completions_keep_pace(offered, tasks_completed as f64)
                 && backlog_growing != Some(true);
             let lags: Vec<f64> = started.iter().map(|r| r.schedule_lag_ms).collect();
             (
@@ -350,6 +355,18 @@ pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencySta
             .map(|&p| (Stat::Percentile(p).key(), at(p)))
             .collect(),
     }
+}
+
+/// Whether the tasks completed inside the window kept pace with the
+/// arrivals scheduled in it: in steady state the two counts differ only by
+/// counting noise, while an overloaded replica completes at its own ceiling.
+/// The allowance is 5% of the arrivals or two Poisson standard deviations
+/// (2·√offered), whichever is larger, so a short low-rate run is not failed
+/// for one straggler.
+pub fn completions_keep_pace(offered: u64, completed_in_window: f64) -> bool {
+    let offered = offered as f64;
+    let allowance = (0.05 * offered).max(2.0 * offered.sqrt());
+    completed_in_window >= offered - allowance
 }
 
 /// `Some(true)` when calls in flight grew over the window (rule in the module doc).
@@ -776,6 +793,20 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn completions_must_keep_pace_with_arrivals() {
+        // Overload seen on the simulated H100: 977 arrivals, 669 completed in the window.
+        assert!(!completions_keep_pace(977, 669.0));
+        assert!(
+            !completions_keep_pace(1000, 930.0),
+            "allowance is 2·√1000 ≈ 63"
+        );
+        assert!(completions_keep_pace(1000, 940.0));
+        // One straggler in a short low-rate run is counting noise, not overload.
+        assert!(completions_keep_pace(9, 8.0));
+        assert!(completions_keep_pace(190, 170.0));
+    }
+
+    #[test]
     fn open_run_not_kept_up() {
         let growing: Vec<(f64, u32)> = (0..100).map(|i| (f64::from(i) * 100.0, 5 + i)).collect();
         let s = summarize(&open_journal(10.0, 100, growing, 50.0), &[]);
@@ -783,7 +814,7 @@ pub(crate) mod tests {
         assert_eq!(s.kept_up, Some(false));
 
         let flat: Vec<(f64, u32)> = (0..100).map(|i| (f64::from(i) * 100.0, 5)).collect();
-        let s = summarize(&open_journal(12.0, 120, flat, 50.0), &[]);
+        let s = summarize(&open_journal(12.0, 120, flat.clone(), 50.0), &[]);
         assert!((s.completed_fraction.unwrap() - 100.0 / 120.0).abs() < 1e-12);
         assert_eq!(s.kept_up, Some(false));
     }
