@@ -8,16 +8,7 @@ use std::time::Duration;
 
 use capcard::config::{self, ConfigError, DistKind, SloClause, Stat, TargetKind};
 
-/// Renders an error the way `capcard check` shows it, without colour and at
-/// a fixed width so snapshots are stable.
-fn render(err: &ConfigError) -> String {
-    let mut out = String::new();
-    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .with_width(100)
-        .render_report(&mut out, err)
-        .expect("rendering into a String cannot fail");
-    out
-}
+use super::support::render;
 
 /// Parses `source` as `name`; it must fail. Returns the rendered report.
 fn errors(name: &str, source: &str) -> String {

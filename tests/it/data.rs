@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use assert_cmd::Command;
-use capcard::config::{self, Api, Arrival, ConfigError, RatePerS, Sample, StopRule};
+use capcard::config::{self, Api, Arrival, RatePerS, Sample, StopRule};
 use capcard::exec::{
     CompletionsPrompt, Endpoint, RunInputs, RunOptions, TraceSource, execute_run_with, read_journal,
 };
@@ -24,14 +24,7 @@ fn data(name: &str) -> String {
     std::fs::read_to_string(Path::new("tests/data").join(name)).expect("test data file")
 }
 
-fn render(err: &ConfigError) -> String {
-    let mut out = String::new();
-    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .with_width(100)
-        .render_report(&mut out, err)
-        .expect("rendering into a String cannot fail");
-    out
-}
+use super::support::render;
 
 // ------------------------------------------------------------------ formats
 

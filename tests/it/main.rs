@@ -9,5 +9,6 @@ mod diff;
 mod e2e;
 mod report;
 mod sim;
+mod support;
 mod telemetry;
 mod tokenizer;

@@ -7,16 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use capcard::config::{self, ConfigError};
+use capcard::config;
 
-fn render(err: &ConfigError) -> String {
-    let mut out = String::new();
-    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .with_width(100)
-        .render_report(&mut out, err)
-        .expect("rendering into a String cannot fail");
-    out
-}
+use super::support::render;
 
 fn small_tokenizer() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer-small.json")
