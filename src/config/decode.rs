@@ -1439,16 +1439,7 @@ impl Decoder {
                 }
             }
         }
-        if !once.seen.contains_key("turns") {
-            if self.near_miss(node, "turns") {
-                return None;
-            }
-            self.error(
-                span_of_name(node),
-                "turns missing",
-                "`conversation` needs `turns`",
-                Some(format!("usage: {usage}")),
-            );
+        if !self.required_child(node, &once, "turns", usage) {
             return None;
         }
         let conversation = Conversation {
@@ -1456,6 +1447,24 @@ impl Decoder {
             think_time: think_time?,
         };
         ok.then_some(conversation)
+    }
+
+    /// Whether `node` has its required child `child`; reports it missing
+    /// unless a misspelt near miss was already reported as unknown.
+    fn required_child(&mut self, node: &KdlNode, once: &Once, child: &str, usage: &str) -> bool {
+        if once.seen.contains_key(child) {
+            return true;
+        }
+        if !self.near_miss(node, child) {
+            let parent = node.name().value();
+            self.error(
+                span_of_name(node),
+                &format!("{child} missing"),
+                format!("`{parent}` needs `{child}`"),
+                Some(format!("usage: {usage}")),
+            );
+        }
+        false
     }
 
     fn agent(&mut self, node: &KdlNode) -> Option<Agent> {
@@ -1483,16 +1492,7 @@ impl Decoder {
                 }
             }
         }
-        if !once.seen.contains_key("steps") {
-            if self.near_miss(node, "steps") {
-                return None;
-            }
-            self.error(
-                span_of_name(node),
-                "steps missing",
-                "`agent` needs `steps`",
-                Some(format!("usage: {usage}")),
-            );
+        if !self.required_child(node, &once, "steps", usage) {
             return None;
         }
         let agent = Agent {
