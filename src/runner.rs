@@ -154,9 +154,7 @@ pub async fn run(
                 ),
             ));
         }
-        folder.create(&source, &full_plan)?;
     }
-    let _ = writeln!(log, "results folder: {}", folder.dir.display());
 
     // Start sims and probe endpoints before any run: an unreachable target
     // is an error now, not thirty failed runs later.
@@ -179,6 +177,13 @@ pub async fn run(
         );
         live.insert(target.name.clone(), prepared);
     }
+
+    // Only now, with every target answering, does the folder get written:
+    // a failed start leaves nothing behind to trip over the next attempt.
+    if !resuming {
+        folder.create(&source, &full_plan)?;
+    }
+    let _ = writeln!(log, "results folder: {}", folder.dir.display());
 
     let templates = Templates::builtin();
     let outcome = drive(
