@@ -90,7 +90,11 @@ pub fn build_card(
     };
     card.notes = notes(experiment, &card);
     // Server-side readings, when the runs scraped any telemetry.
-    super::telemetry::annotate_card(&mut card, None);
+    let max_num_seqs = match &target.kind {
+        TargetKind::Sim { preset, .. } => crate::sim::presets::find(preset).map(|p| p.max_num_seqs),
+        TargetKind::Endpoint { .. } => None,
+    };
+    super::telemetry::annotate_card(&mut card, max_num_seqs);
     card
 }
 

@@ -599,8 +599,30 @@ pub fn annotate_card(card: &mut Card, max_num_seqs_hint: Option<u32>) {
             .and_then(|id| card.open.iter().find(|r| r.run_id == id))
     };
     let reading = |run: Option<&RunSummary>| {
-        run.and_then(|r| r.server.as_ref())
-            .map(|s| likely_limit(s, max_num_seqs_hint))
+        let run = run?;
+        let signals = run.server.as_ref()?;
+        // In closed loop the client caps the batch: a server running about
+        // all `c` requests with next to nothing waiting is not the limit,
+        // whatever its batch looks like.
+        if let (Some(c), Some(running), Some(waiting)) = (
+            run.concurrency,
+            signals.requests_running_mean,
+            signals.requests_waiting_mean,
+        ) && signals.has_data()
+            && running >= FLAT * f64::from(c)
+            && waiting < 0.1 * f64::from(c)
+            && signals.preemptions.unwrap_or(0.0) == 0.0
+        {
+            let kv = signals
+                .kv_cache_usage_max
+                .map_or(String::new(), |k| format!(", KV cache {}", pct(k)));
+            return Some(format!(
+                "no server-side limit at {c} concurrent: it runs all {c} requests ({} waiting{kv}); \
+                 the sweep's concurrency bounds the batch",
+                count(waiting)
+            ));
+        }
+        Some(likely_limit(signals, max_num_seqs_hint))
     };
     let mut limits = BTreeMap::new();
     if let Some(text) = reading(card.crossp.as_ref().and_then(|x| closed_at(x.concurrency))) {
