@@ -103,6 +103,9 @@ struct LiveTarget {
     scrape_client: reqwest::Client,
     /// The target's `tokenizer`, loaded: prompts sized exactly with it.
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    /// A `completions` target that accepts token-id prompts gets them: exact
+    /// prompt lengths without a tokenizer (SPEC §2, prompt lengths).
+    takes_token_ids: bool,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -169,11 +172,16 @@ pub async fn run(
         let prepared = prepare_target(target, experiment.seed).await?;
         let _ = writeln!(
             log,
-            "target {}: {} (model {}; telemetry {})",
+            "target {}: {} (model {}; telemetry {}{})",
             target.name,
             prepared.endpoint.base_url,
             prepared.endpoint.model,
-            prepared.metrics_url.as_deref().unwrap_or("off")
+            prepared.metrics_url.as_deref().unwrap_or("off"),
+            if prepared.takes_token_ids {
+                "; prompts as token ids"
+            } else {
+                ""
+            }
         );
         live.insert(target.name.clone(), prepared);
     }
@@ -370,6 +378,7 @@ async fn execute(
     });
     let inputs = run_inputs(
         &target.endpoint,
+        target.takes_token_ids,
         target.tokenizer.clone(),
         workload,
         trace,
@@ -392,12 +401,17 @@ async fn execute(
 /// trace is exhausted or the planned stop is reached, whichever is first.
 fn run_inputs(
     endpoint: &Endpoint,
+    endpoint_takes_token_ids: bool,
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     workload: &config::Workload,
     trace: Option<&TraceSpec>,
     run: &RunPlan,
 ) -> exec::RunInputs {
-    let completions = exec::CompletionsPrompt::Text;
+    let completions = if endpoint_takes_token_ids {
+        exec::CompletionsPrompt::TokenIds
+    } else {
+        exec::CompletionsPrompt::Text
+    };
     if let (Load::Rate { rate, .. }, Some(spec)) = (run.load, trace) {
         if let Some(data) = &spec.data {
             let speedup = data.speedup_for_rate(rate.0);
@@ -546,6 +560,17 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
                 .then_some(url)
         }
     };
+    // A probe that fails for any reason means text: prompts still go out,
+    // sized by the approximation and corrected by the server's usage.
+    let takes_token_ids = target.api == config::Api::Completions
+        && exec::probe_token_ids(
+            &base_url,
+            &model,
+            api_key.as_deref(),
+            target.timeout.min(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap_or(false);
     Ok(LiveTarget {
         endpoint: Endpoint {
             base_url,
@@ -558,6 +583,7 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
         metrics_url,
         scrape_client,
         tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
+        takes_token_ids,
     })
 }
 

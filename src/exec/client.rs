@@ -379,7 +379,9 @@ pub(crate) fn parse_model_ids(body: &[u8]) -> Option<Vec<String>> {
 }
 
 /// Whether a `completions` endpoint accepts `prompt: [token ids]`: sends a
-/// four-token prompt asking for one output token. `Ok(false)` on a 4xx
+/// four-token prompt asking for one output token. The ids span the whole
+/// range synthetic prompts draw from, so a model with a smaller vocabulary
+/// answers 4xx here rather than on every request. `Ok(false)` on a 4xx
 /// answer; `Err` if the endpoint cannot be reached at all.
 pub async fn probe_token_ids(
     base_url: &str,
@@ -399,7 +401,15 @@ pub async fn probe_token_ids(
     let body = super::request::build_body(
         crate::config::Api::Completions,
         model,
-        &super::request::Prompt::TokenIds(vec![100, 200, 300, 400]),
+        &super::request::Prompt::TokenIds({
+            use crate::workload::prompt::{TOKEN_ID_MAX, TOKEN_ID_MIN};
+            vec![
+                TOKEN_ID_MIN,
+                TOKEN_ID_MIN + 1,
+                TOKEN_ID_MAX - 1,
+                TOKEN_ID_MAX,
+            ]
+        }),
         1,
     );
     let mut request = client

@@ -269,3 +269,38 @@ open { arrival gamma cv=2.0; rates 40; duration "1s"; warmup "100ms" }
     let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
     assert!(gaps.iter().any(|g| *g > 2.0 * mean));
 }
+
+/// A `completions` target that accepts token ids gets them, so prompt
+/// lengths are exact: the simulator's usage equals what was requested.
+#[test]
+fn completions_targets_get_token_id_prompts_of_the_planned_length() {
+    const SOURCE: &str = r#"
+target "t" { sim tiny; api completions; metrics #false }
+workload "w" {
+    input-tokens uniform min=20 max=200
+    output-tokens fixed 8
+}
+closed { concurrency 4; requests 24 }
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("ids.kdl");
+    std::fs::write(&file, SOURCE).unwrap();
+    let out = tmp.path().join("res");
+    let assert = capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("prompts as token ids"), "{stderr}");
+    let journal = capcard::exec::read_journal(&out.join("runs/t--w--c0004.jsonl")).unwrap();
+    assert!(journal.requests.len() >= 24);
+    for r in &journal.requests {
+        assert_eq!(
+            r.prompt_tokens_reported,
+            Some(r.prompt_tokens_requested),
+            "{r:?}"
+        );
+    }
+}
