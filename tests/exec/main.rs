@@ -8,6 +8,14 @@
 
 mod server;
 
+/// Every test here takes this lock: the 1 ms timing checks need the two
+/// cores to themselves, and the others are short, so running them one at a
+/// time costs a second or two.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Allowance for the request's own trip (send → server handler) in TTFT.
+const TTFT_REQUEST_PATH_MS: f64 = 3.0;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,19 +194,20 @@ fn errors_of(journal: &Journal, class: ErrorClass) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_and_itl_match_the_servers_script() {
+    let _serial = SERIAL.lock().await;
     let (addr, state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
     // One at a time, so the server's request order is the journal's.
     let journal = run_closed(
         &ep,
-        &closed(1, 0, StopRule::Requests(6)),
+        &closed(1, 0, StopRule::Requests(20)),
         TestSource::single(10),
         &dir,
     )
     .await;
 
-    assert_eq!(journal.requests.len(), 6);
+    assert_eq!(journal.requests.len(), 20);
     for r in &journal.requests {
         assert_eq!(r.error, None, "{r:?}");
         assert_eq!(
@@ -223,7 +232,7 @@ async fn ttft_and_itl_match_the_servers_script() {
     // after the script's 20 ms / 5 ms, so compare with its recorded send times.
     let mut server_side = state.token_offsets_ms.lock().unwrap().clone();
     server_side.sort_by_key(|(number, _)| *number);
-    assert_eq!(server_side.len(), 6);
+    assert_eq!(server_side.len(), 20);
     let true_ttft: Vec<f64> = server_side.iter().map(|(_, t)| t[0]).collect();
     let true_itl: Vec<f64> = server_side
         .iter()
@@ -241,8 +250,13 @@ async fn ttft_and_itl_match_the_servers_script() {
         .collect();
     let (ttft_p50, true_ttft_p50) = (median(ttft), median(true_ttft));
     let (itl_p50, true_itl_p50) = (median(itl), median(true_itl));
+    // The server's clock starts when its handler runs, after the request has
+    // crossed loopback and been parsed; the client's starts at the send. So
+    // the client's TTFT is legitimately longer by that request path (a few
+    // tenths of a ms idle, up to ~2 ms on this shared VM), never shorter.
+    // ITL has no such offset: both ends time the same gaps.
     assert!(
-        (ttft_p50 - true_ttft_p50).abs() <= 1.0,
+        ttft_p50 >= true_ttft_p50 && ttft_p50 - true_ttft_p50 <= TTFT_REQUEST_PATH_MS,
         "TTFT p50 {ttft_p50} vs server {true_ttft_p50}"
     );
     assert!(
@@ -260,7 +274,7 @@ async fn ttft_and_itl_match_the_servers_script() {
 
     // What was sent: the body asks for the planned length, streamed with usage.
     let bodies = state.bodies.lock().unwrap().clone();
-    assert_eq!(bodies.len(), 6);
+    assert_eq!(bodies.len(), 20);
     let body = &bodies[0];
     assert_eq!(body["model"], "test-model");
     assert_eq!(
@@ -303,6 +317,7 @@ async fn ttft_and_itl_match_the_servers_script() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_split_across_network_chunks_are_reassembled() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "split", Duration::from_secs(5));
@@ -325,6 +340,7 @@ async fn events_split_across_network_chunks_are_reassembled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_are_counted_when_the_server_sends_no_usage() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "nousage", Duration::from_secs(5));
@@ -348,6 +364,7 @@ async fn chunks_are_counted_when_the_server_sends_no_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_api_sends_token_ids_and_reads_text_chunks() {
+    let _serial = SERIAL.lock().await;
     let (addr, state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -367,6 +384,7 @@ async fn completions_api_sends_token_ids_and_reads_text_chunks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_loop_keeps_exactly_c_in_flight() {
+    let _serial = SERIAL.lock().await;
     let (addr, state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -403,6 +421,7 @@ async fn closed_loop_keeps_exactly_c_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_count_stop_measures_exactly_n_after_warmup() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -424,6 +443,7 @@ async fn request_count_stop_measures_exactly_n_after_warmup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_sends_at_the_scheduled_instants_without_a_cap() {
+    let _serial = SERIAL.lock().await;
     let (addr, state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     // "slow" holds every stream for 250 ms; 30 arrivals within 150 ms all overlap.
@@ -491,6 +511,7 @@ async fn open_loop_sends_at_the_scheduled_instants_without_a_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_request_count_takes_warmup_plus_n_arrivals() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "flaky", Duration::from_secs(5));
@@ -515,6 +536,7 @@ async fn open_loop_request_count_takes_warmup_plus_n_arrivals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_faults_are_counted_by_class() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let refused = server::closed_port().await;
     let dir = tempfile::tempdir().unwrap();
@@ -576,6 +598,7 @@ async fn injected_faults_are_counted_by_class() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversation_turns_follow_think_time_and_write_a_task_record() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -608,6 +631,7 @@ async fn conversation_turns_follow_think_time_and_write_a_task_record() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_steps_fan_out_in_parallel_with_tool_time_between() {
+    let _serial = SERIAL.lock().await;
     let (addr, state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -652,6 +676,7 @@ async fn agent_steps_fan_out_in_parallel_with_tool_time_between() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_mid_run_keeps_what_was_measured() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -686,6 +711,7 @@ async fn cancel_mid_run_keeps_what_was_measured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -730,6 +756,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_journal_tolerates_a_truncated_last_line() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let ep = endpoint(addr, "ok", Duration::from_secs(5));
@@ -747,6 +774,7 @@ async fn read_journal_tolerates_a_truncated_last_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probing_models() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let ids = probe_models(
         &format!("http://{addr}/ok/v1"),
@@ -781,6 +809,7 @@ async fn probing_models() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_that_cannot_be_written_makes_the_run_impossible() {
+    let _serial = SERIAL.lock().await;
     let (addr, _state) = server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let blocker = dir.path().join("file");
