@@ -553,15 +553,7 @@ impl Decoder {
             KdlValue::Integer(i) => *i as f64,
             KdlValue::Float(f) => *f,
             other => {
-                let help = match other {
-                    KdlValue::String(s) if s.trim().parse::<f64>().is_ok() => {
-                        format!(
-                            "remove the quotes: numbers are written bare, e.g. {}",
-                            s.trim()
-                        )
-                    }
-                    _ => format!("usage: {usage}"),
-                };
+                let help = number_help(other, usage, |t| t.parse::<f64>().is_ok());
                 self.error(
                     value_span(entry),
                     "expected a number",
@@ -605,15 +597,7 @@ impl Decoder {
                 None
             }
             other => {
-                let help = match other {
-                    KdlValue::String(s) if s.trim().parse::<u64>().is_ok() => {
-                        format!(
-                            "remove the quotes: numbers are written bare, e.g. {}",
-                            s.trim()
-                        )
-                    }
-                    _ => format!("usage: {usage}"),
-                };
+                let help = number_help(other, usage, |t| t.parse::<u64>().is_ok());
                 self.error(
                     value_span(entry),
                     "expected a whole number",
@@ -2534,5 +2518,17 @@ fn dist_alias(name: &str) -> Option<&'static str> {
         "constant" | "const" => Some("fixed"),
         "histogram" | "discrete" | "weighted" => Some("empirical"),
         _ => None,
+    }
+}
+
+/// Help for a value that should have been a number: a quoted number is
+/// told to lose its quotes, anything else gets the node's usage.
+fn number_help(value: &KdlValue, usage: &str, parses: impl Fn(&str) -> bool) -> String {
+    match value {
+        KdlValue::String(s) if parses(s.trim()) => format!(
+            "remove the quotes: numbers are written bare, e.g. {}",
+            s.trim()
+        ),
+        _ => format!("usage: {usage}"),
     }
 }

@@ -5,24 +5,11 @@
 use std::time::Duration;
 
 use capcard::config::{Fraction, SimFaults};
+use capcard::sim::SimServer;
 use capcard::sim::metrics::sample;
-use capcard::sim::{SimConfig, SimServer, presets, start};
 use serde_json::{Value, json};
 
-async fn tiny(faults: SimFaults) -> SimServer {
-    let preset = presets::find("tiny").expect("tiny preset");
-    let config = SimConfig::new(preset).with_faults(faults).with_seed(3);
-    start(config, "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("sim starts")
-}
-
-fn words(n: usize, tag: &str) -> String {
-    (0..n)
-        .map(|i| format!("{tag}{i}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+use super::support::{overload_tiny, tiny_sim as tiny, words};
 
 /// `data:` payloads of an SSE body, in order.
 fn sse_payloads(body: &str) -> Vec<String> {
@@ -248,17 +235,7 @@ async fn metrics_move_with_load_and_disconnects_free_the_engine() {
     assert_eq!(sample(&idle, "vllm:num_requests_waiting"), Some(0.0));
 
     // 48 long streams on a 32-seat engine: 16 must wait.
-    let mut streams = Vec::new();
-    for i in 0..48 {
-        let resp = client
-            .post(format!("{}/completions", server.base_url()))
-            .json(&json!({"prompt": words(32, &format!("r{i}-")), "max_tokens": 1500, "ignore_eos": true, "stream": true}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        streams.push(resp);
-    }
+    let streams = overload_tiny(&client, &server).await;
     let mut loaded = String::new();
     for _ in 0..200 {
         loaded = metrics_text(&client, &server).await;

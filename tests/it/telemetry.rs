@@ -6,24 +6,13 @@ use std::time::Duration;
 
 use capcard::analyze::telemetry::{likely_limit, signals};
 use capcard::exec::telemetry::{Scraper, TelemetrySeries, read_series, record_from_text};
-use capcard::sim::{SimConfig, SimServer, presets, start};
+use capcard::sim::SimServer;
 use serde_json::json;
 
-async fn tiny() -> SimServer {
-    let preset = presets::find("tiny").expect("tiny preset");
-    start(
-        SimConfig::new(preset).with_seed(5),
-        "127.0.0.1:0".parse().expect("addr"),
-    )
-    .await
-    .expect("sim starts")
-}
+use super::support::{overload_tiny, words};
 
-fn words(n: usize, tag: &str) -> String {
-    (0..n)
-        .map(|i| format!("{tag}{i}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+async fn tiny() -> SimServer {
+    super::support::tiny_sim(Default::default()).await
 }
 
 fn max_of(series: &TelemetrySeries, family: &str) -> f64 {
@@ -50,17 +39,7 @@ async fn scraped_signals_follow_an_overload() {
     );
 
     // 48 long streams on a 32-seat engine: 16 must wait.
-    let mut streams = Vec::new();
-    for i in 0..48 {
-        let resp = client
-            .post(format!("{}/completions", server.base_url()))
-            .json(&json!({"prompt": words(32, &format!("r{i}-")), "max_tokens": 1500, "ignore_eos": true, "stream": true}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        streams.push(resp);
-    }
+    let streams = overload_tiny(&client, &server).await;
     // Wait (bounded) until the scraper has journaled the full batch twice.
     let mut loaded_scrapes = 0;
     for _ in 0..500 {
