@@ -277,6 +277,8 @@ fn bench(quick: bool) {
         model: "bench".into(),
         api_key: None,
         timeout: Duration::from_secs(30),
+        http2: false,
+        headers: Vec::new(),
     };
     let source = |output_tokens| -> Arc<dyn RequestSource> {
         Arc::new(BenchSource {

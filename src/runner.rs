@@ -578,6 +578,8 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
             model,
             api_key,
             timeout: target.timeout,
+            http2: false,
+            headers: Vec::new(),
         },
         sim: server,
         metrics_url,

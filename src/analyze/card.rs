@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::exec::ErrorClass;
+
 use crate::TOOL_VERSION;
 use crate::config::{Api, Experiment, RateSelection, Target, TargetKind, Workload};
 
@@ -323,6 +325,31 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             } else {
                 format!("{} runs: {}", in_runs.len(), in_runs.join(", "))
             }
+        ));
+    }
+    let client_limit: u64 = runs
+        .iter()
+        .filter_map(|s| s.errors_by_class.get(ErrorClass::ClientLimit.as_str()))
+        .sum();
+    if client_limit > 0 {
+        notes.push(format!(
+            "{client_limit} calls never reached the server because the client ran out of its \
+             own resources (file descriptors or ports): these runs measured the client; raise \
+             `ulimit -n` or lower the load"
+        ));
+    }
+    let reconnects: u64 = runs.iter().map(|s| s.reconnects).sum();
+    if reconnects > 0 {
+        let per_run: Vec<String> = runs
+            .iter()
+            .filter(|s| s.reconnects > 0)
+            .map(|s| format!("{} {}", s.run_id, s.reconnects))
+            .collect();
+        notes.push(format!(
+            "transport: {reconnects} measured calls found their kept-alive connection already \
+             closed by the server and were sent once more on a fresh connection ({}); the \
+             server never read the first send, so these are not errors and not extra requests",
+            per_run.join(", ")
         ));
     }
     let cancelled: u64 = runs.iter().map(|s| s.cancelled).sum();

@@ -44,6 +44,10 @@ pub struct LatencyStats {
     pub extra: BTreeMap<String, f64>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What one run measured (one entry of `closed[]` or `open[]` in results.json).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -70,6 +74,13 @@ pub struct RunSummary {
     /// error of the endpoint, but shown.
     #[serde(default)]
     pub cancelled: u64,
+    /// Measured calls that found their kept-alive connection closed by the
+    /// server and were resent once on a fresh one (not errors).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconnects: u64,
+    /// HTTP/1.1 connections the run opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
     /// Measured tasks (conversations / agent tasks) that completed without a
     /// failed call; = requests for single calls.
     pub tasks: u64,

@@ -117,6 +117,8 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
         }
     }
     let errors = errors_by_class.values().sum();
+    let reconnects = started.iter().map(|r| u64::from(r.reconnects)).sum();
+    let connections_opened = journal.footer.as_ref().and_then(|f| f.connections_opened);
 
     let completed_ok: Vec<&RequestRecord> = journal
         .requests
@@ -235,6 +237,8 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
         errors,
         errors_by_class,
         cancelled,
+        reconnects,
+        connections_opened,
         tasks,
         window_s,
         requests_per_s: per_s(completed_ok.len() as f64),
@@ -539,6 +543,7 @@ pub(crate) mod tests {
             error: None,
             error_detail: None,
             http_status: Some(200),
+            reconnects: 0,
         }
     }
 
@@ -564,6 +569,7 @@ pub(crate) mod tests {
             generator_lagging: false,
             interrupted: false,
             finished_at: "2026-01-01T00:01:00Z".into(),
+            connections_opened: None,
         }
     }
 

@@ -2,12 +2,14 @@
 //! timestamp per network chunk, and turn every way it can end into a
 //! [`RequestRecord`] — never an `Err`.
 //!
-//! One `reqwest::Client` per run: its pool keeps connections alive between
-//! calls (so a closed loop at `c` reuses `c` connections), and retries are
-//! switched off (`retry::never`), because a retried request would hide an
-//! error and distort latency. The only resend left is hyper's own, for a
-//! request that was never written because a pooled connection had just been
-//! closed by the server; nothing reached the server in that case.
+//! One [`Transport`] per run: HTTP/1.1 with one kept-alive connection per
+//! call in flight (so a closed loop at `c` reuses `c` connections), or
+//! HTTP/2 where the target asks for it. Nothing is retried, because a
+//! retried request would hide an error and distort latency — with one
+//! exception that is not a second request: a call whose *reused* connection
+//! turns out to be dead before any response byte (the server closed it after
+//! its previous answer and never read this one) is sent once more on a fresh
+//! connection, and its record counts the reconnect.
 //!
 //! The per-request timeout runs from the send to the end of the stream and is
 //! ours (not reqwest's), so a timeout is always classified as such, even in
@@ -30,6 +32,7 @@ use super::stream::{
     truncate_detail,
 };
 use super::timer::PreciseTimer;
+use super::transport::{Http1Pool, Response, SendFailure, Sent, Transport};
 
 /// Largest error body read from a non-2xx response.
 const MAX_ERROR_BODY_BYTES: usize = 4096;
@@ -40,23 +43,50 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(250);
 /// Where and how calls are sent.
 #[derive(Debug, Clone)]
 pub(crate) struct HttpTarget {
-    pub client: reqwest::Client,
+    pub transport: Transport,
     pub url: reqwest::Url,
     pub auth: Option<HeaderValue>,
     pub timeout: Duration,
+    /// Extra headers the target declares (`header "name" "value"`).
+    pub headers: std::sync::Arc<Vec<(reqwest::header::HeaderName, HeaderValue)>>,
     /// Counts output tokens when the server reports no usage.
     pub tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
 }
 
-/// A client with keep-alive, no retries, `pool_size` idle connections kept.
-pub(crate) fn build_client(pool_size: usize) -> Result<reqwest::Client, ExecError> {
-    reqwest::Client::builder()
+/// A client with keep-alive, no retries, `pool_size` idle connections kept,
+/// HTTP/1.1 only unless `http2` (then negotiated by ALPN, or with prior
+/// knowledge on plain `http://`).
+pub(crate) fn build_client(pool_size: usize, http2: bool) -> Result<reqwest::Client, ExecError> {
+    let builder = reqwest::Client::builder()
         .retry(reqwest::retry::never())
         .pool_max_idle_per_host(pool_size.max(1))
         .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_nodelay(true)
+        .tcp_nodelay(true);
+    let builder = if http2 { builder } else { builder.http1_only() };
+    builder
         .build()
         .map_err(|e| ExecError::Client(error_chain(&e)))
+}
+
+/// The transport for a run's calls to `url`.
+pub(crate) fn build_transport(url: &reqwest::Url, http2: bool) -> Result<Transport, ExecError> {
+    if http2 {
+        let client = reqwest::Client::builder()
+            .retry(reqwest::retry::never())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true);
+        let client = if url.scheme() == "http" {
+            client.http2_prior_knowledge()
+        } else {
+            client
+        };
+        let client = client
+            .build()
+            .map_err(|e| ExecError::Client(error_chain(&e)))?;
+        Ok(Transport::Http2(client))
+    } else {
+        Ok(Transport::Http1(std::sync::Arc::new(Http1Pool::new(url)?)))
+    }
 }
 
 /// `base_url` + `/` + `path`, checked.
@@ -71,6 +101,23 @@ pub(crate) fn endpoint_url(base_url: &str, path: &str) -> Result<reqwest::Url, E
         "http" | "https" => Ok(url),
         other => Err(bad(format!("scheme `{other}` is not http or https"))),
     }
+}
+
+/// The target's extra headers, checked.
+pub(crate) fn parse_headers(
+    headers: &[(String, String)],
+) -> Result<Vec<(reqwest::header::HeaderName, HeaderValue)>, ExecError> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let bad = || ExecError::BadHeader { name: name.clone() };
+            let name =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
 }
 
 /// `Bearer <key>`, marked sensitive so it is never printed in debug output.
@@ -100,16 +147,40 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn classify_send_error(error: &reqwest::Error) -> (ErrorClass, String) {
+fn classify_send_error(error: &reqwest::Error) -> SendFailure {
     let detail = truncate_detail(&error_chain(error));
-    if error.is_connect() {
-        (ErrorClass::Connect, detail)
+    let client_limit = std::error::Error::source(error)
+        .and_then(find_io_error)
+        .is_some_and(super::transport::is_client_resource_error);
+    if client_limit {
+        SendFailure {
+            class: ErrorClass::ClientLimit,
+            detail: format!("the client ran out of its own resources: {detail}"),
+        }
+    } else if error.is_connect() {
+        SendFailure {
+            class: ErrorClass::Connect,
+            detail,
+        }
     } else {
-        (
-            ErrorClass::BrokenStream,
-            format!("request failed before a response: {detail}"),
-        )
+        SendFailure {
+            class: ErrorClass::BrokenStream,
+            detail: format!("request failed before a response: {detail}"),
+        }
     }
+}
+
+pub(crate) fn find_io_error<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a std::io::Error> {
+    let mut source = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = e.source();
+    }
+    None
 }
 
 /// What every call of a run shares.
@@ -164,7 +235,7 @@ pub(crate) async fn perform_call(
     } else {
         StreamObserver::new()
     };
-    let mut http_status = None;
+    let mut progress = CallProgress::default();
     let mut leftover = None;
     let (end, completed) = tokio::select! {
         biased;
@@ -179,23 +250,27 @@ pub(crate) async fn perform_call(
             );
             (StreamEnd::Failed(ErrorClass::Timeout, detail), Instant::now())
         }
-        result = stream_call(target, body, t0, &mut observer, &mut http_status, live) => {
+        result = stream_call(target, body, t0, &mut observer, &mut progress, live) => {
             let (end, at, response) = result;
             leftover = response;
             (end, at)
         }
     };
     live.inflight.fetch_sub(1, Ordering::Relaxed);
+    // A resend on a fresh connection is timed from its own send; the lag
+    // (sent − scheduled) shows what the dead connection cost.
+    let sent = progress.resent_at.unwrap_or(sent);
     let times = CallTimes {
         scheduled_ms: ms(scheduled),
         sent_ms: ms(sent),
         completed_ms: ms(completed),
-        http_status,
+        http_status: progress.http_status,
     };
     if let Some(tokenizer) = &target.tokenizer {
         observer.count_output_with(tokenizer);
     }
-    let record = observer.into_record(id, times, end);
+    let mut record = observer.into_record(id, times, end);
+    record.reconnects = progress.reconnects;
     if let Some(mut response) = leftover {
         // Read the end of the chunked body so the connection goes back to the
         // pool; outside the measured time.
@@ -218,6 +293,59 @@ pub(crate) struct SentCall {
     pub completed: Instant,
 }
 
+/// What is known of a call while it runs, kept when a timeout or abort ends it.
+#[derive(Debug, Default)]
+struct CallProgress {
+    http_status: Option<u16>,
+    reconnects: u32,
+    /// When the request was sent again on a fresh connection.
+    resent_at: Option<Instant>,
+}
+
+/// Send the request on the target's transport.
+async fn send(target: &HttpTarget, body: Bytes) -> Result<Sent, SendFailure> {
+    match &target.transport {
+        Transport::Http1(pool) => {
+            let mut headers = vec![
+                ("content-type", HeaderValue::from_static("application/json")),
+                ("accept", HeaderValue::from_static("text/event-stream")),
+            ];
+            if let Some(auth) = &target.auth {
+                headers.push(("authorization", auth.clone()));
+            }
+            for (name, value) in target.headers.iter() {
+                headers.push((name.as_str(), value.clone()));
+            }
+            let path = match target.url.query() {
+                Some(q) => format!("{}?{q}", target.url.path()),
+                None => target.url.path().to_string(),
+            };
+            pool.send(&path, &headers, body).await
+        }
+        Transport::Http2(client) => {
+            let mut request = client
+                .post(target.url.clone())
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+                .body(body);
+            if let Some(auth) = &target.auth {
+                request = request.header(AUTHORIZATION, auth.clone());
+            }
+            for (name, value) in target.headers.iter() {
+                request = request.header(name.as_str(), value.clone());
+            }
+            match request.send().await {
+                Ok(response) => Ok(Sent {
+                    response: Response::Http2(response),
+                    reconnects: 0,
+                    resent_at: None,
+                }),
+                Err(e) => Err(classify_send_error(&e)),
+            }
+        }
+    }
+}
+
 /// The request and its stream. Returns how it ended, when, and, after a
 /// clean `[DONE]`, the response so its remaining bytes can be drained.
 async fn stream_call(
@@ -225,35 +353,33 @@ async fn stream_call(
     body: Bytes,
     t0: Instant,
     observer: &mut StreamObserver,
-    http_status: &mut Option<u16>,
+    progress: &mut CallProgress,
     live: &Live,
-) -> (StreamEnd, Instant, Option<reqwest::Response>) {
+) -> (StreamEnd, Instant, Option<Response>) {
     let ms = |t: Instant| ms_since(t0, t);
-    let mut request = target
-        .client
-        .post(target.url.clone())
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
-        .body(body);
-    if let Some(auth) = &target.auth {
-        request = request.header(AUTHORIZATION, auth.clone());
-    }
-    let mut response = match request.send().await {
-        Ok(response) => response,
-        Err(e) => {
-            let (class, detail) = classify_send_error(&e);
-            return (StreamEnd::Failed(class, detail), Instant::now(), None);
+    let mut response = match send(target, body).await {
+        Ok(sent) => {
+            progress.reconnects = sent.reconnects;
+            progress.resent_at = sent.resent_at;
+            sent.response
+        }
+        Err(failure) => {
+            return (
+                StreamEnd::Failed(failure.class, truncate_detail(&failure.detail)),
+                Instant::now(),
+                None,
+            );
         }
     };
     let status = response.status();
-    *http_status = Some(status.as_u16());
-    if !status.is_success() {
+    progress.http_status = Some(status);
+    if !(200..300).contains(&status) {
         let body = read_capped(&mut response, MAX_ERROR_BODY_BYTES).await;
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| error_message(&v))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-        let detail = truncate_detail(&format!("HTTP {status}: {message}"));
+        let detail = truncate_detail(&format!("HTTP {}: {message}", status_text(status)));
         return (
             StreamEnd::Failed(ErrorClass::HttpStatus, detail),
             Instant::now(),
@@ -300,7 +426,7 @@ async fn stream_call(
                 return (StreamEnd::Eof, at, None);
             }
             Err(e) => {
-                let detail = truncate_detail(&format!("stream broke: {}", error_chain(&e)));
+                let detail = truncate_detail(&format!("stream broke: {e}"));
                 return (
                     StreamEnd::Failed(ErrorClass::BrokenStream, detail),
                     Instant::now(),
@@ -311,7 +437,15 @@ async fn stream_call(
     }
 }
 
-async fn read_capped(response: &mut reqwest::Response, cap: usize) -> Vec<u8> {
+/// `429 Too Many Requests`.
+fn status_text(status: u16) -> String {
+    match reqwest::StatusCode::from_u16(status) {
+        Ok(code) => code.to_string(),
+        Err(_) => status.to_string(),
+    }
+}
+
+async fn read_capped(response: &mut Response, cap: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < cap {
         match response.chunk().await {
@@ -333,7 +467,7 @@ pub async fn probe_models(
         url: url.to_string(),
         reason,
     };
-    let client = build_client(1)?;
+    let client = build_client(1, false)?;
     let mut request = client.get(url.clone()).timeout(timeout);
     if let Some(auth) = bearer(api_key)? {
         request = request.header(AUTHORIZATION, auth);
@@ -397,7 +531,7 @@ pub async fn probe_token_ids(
         url: url.to_string(),
         reason,
     };
-    let client = build_client(1)?;
+    let client = build_client(1, false)?;
     let body = super::request::build_body(
         crate::config::Api::Completions,
         model,

@@ -47,6 +47,7 @@ pub struct FooterPlan {
     pub inflight_samples: Vec<(f64, u32)>,
     pub interrupted: bool,
     pub finished_at: String,
+    pub connections_opened: Option<u64>,
 }
 
 /// The writer thread; it returns the journal it wrote.
@@ -99,6 +100,7 @@ pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
         generator_lagging,
         interrupted: plan.interrupted,
         finished_at: plan.finished_at,
+        connections_opened: plan.connections_opened,
     }
 }
 
@@ -274,6 +276,7 @@ mod tests {
             error: None,
             error_detail: None,
             http_status: Some(200),
+            reconnects: 0,
         }
     }
 
@@ -285,6 +288,7 @@ mod tests {
             inflight_samples: vec![(0.0, 1)],
             interrupted: false,
             finished_at: "x".into(),
+            connections_opened: None,
         }
     }
 

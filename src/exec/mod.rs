@@ -78,6 +78,7 @@ pub mod sse;
 pub mod stream;
 pub mod telemetry;
 mod timer;
+mod transport;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -110,6 +111,11 @@ pub struct Endpoint {
     pub api_key: Option<String>,
     /// Per request, from send to end of stream.
     pub timeout: Duration,
+    /// Let calls use HTTP/2 (multiplexed on few connections) where the
+    /// server offers it; default HTTP/1.1, one connection per call in flight.
+    pub http2: bool,
+    /// Extra headers sent with every call (`header "name" "value"`).
+    pub headers: Vec<(String, String)>,
 }
 
 /// How a run is carried out (not what it measures).
@@ -129,6 +135,8 @@ pub enum ExecError {
     BadUrl { url: String, reason: String },
     #[error("the API key contains characters that cannot be sent in an HTTP header")]
     BadApiKey,
+    #[error("header `{name}`: its name or value cannot be sent in an HTTP header")]
+    BadHeader { name: String },
     #[error("endpoint {url} is unreachable: {reason}")]
     Unreachable { url: String, reason: String },
     #[error("cannot write journal {}: {source}", path.display())]

@@ -168,6 +168,7 @@ mod tests {
             error,
             error_detail: None,
             http_status: None,
+            reconnects: 0,
         }
     }
 

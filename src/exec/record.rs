@@ -66,6 +66,15 @@ pub struct RequestRecord {
     /// The server's message or the client's description of the failure.
     pub error_detail: Option<String>,
     pub http_status: Option<u16>,
+    /// Times the call found its kept-alive connection already closed by the
+    /// server (before any response byte) and was sent again on a fresh one.
+    /// The server never read the first send: not an error, not a second request.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconnects: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RequestRecord {
@@ -103,6 +112,10 @@ pub enum ErrorClass {
     EmptyOutput,
     /// Still in flight when the run was interrupted (Ctrl-C).
     Cancelled,
+    /// The client itself ran out of resources (file descriptors, ephemeral
+    /// ports, memory) before the request reached the server: never the
+    /// server's failure.
+    ClientLimit,
 }
 
 impl ErrorClass {
@@ -115,6 +128,7 @@ impl ErrorClass {
             ErrorClass::MalformedEvent => "malformed-event",
             ErrorClass::EmptyOutput => "empty-output",
             ErrorClass::Cancelled => "cancelled",
+            ErrorClass::ClientLimit => "client-limit",
         }
     }
 }
@@ -144,6 +158,9 @@ pub struct RunFooter {
     pub generator_lagging: bool,
     pub interrupted: bool,
     pub finished_at: String,
+    /// HTTP/1.1 connections the run opened (`None`: HTTP/2, or an older journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
 }
 
 /// A journal read back from disk: what a run measured, complete or not.

@@ -422,10 +422,9 @@ pub(crate) async fn run(
             return Err(bad_run("an open-loop run without an arrival schedule"));
         }
     };
-    // Open loop: concurrency emerges, so the pool keeps whatever it needed.
-    let pool_size = concurrency.map_or(usize::MAX, |c| c as usize);
     let target = HttpTarget {
-        client: client::build_client(pool_size)?,
+        transport: client::build_transport(&url, endpoint.http2)?,
+        headers: Arc::new(client::parse_headers(&endpoint.headers)?),
         url,
         auth,
         timeout: endpoint.timeout,
@@ -564,6 +563,7 @@ pub(crate) async fn run(
         inflight_samples,
         interrupted,
         finished_at: journal::rfc3339_utc(SystemTime::now()),
+        connections_opened: ctx.target.transport.connections_opened(),
     }));
     drop(ctx);
     drop(journal_tx);

@@ -344,6 +344,7 @@ impl StreamObserver {
             error,
             error_detail,
             http_status: times.http_status,
+            reconnects: 0,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! `tests/it`): cargo runs test binaries one after another, so the 1 ms
 //! timing checks here never share the two cores with the end-to-end runs.
 
+mod raw;
 mod server;
 
 /// Every test here takes this lock: the 1 ms timing checks need the two
@@ -113,6 +114,8 @@ fn endpoint(addr: std::net::SocketAddr, scenario: &str, timeout: Duration) -> En
         model: "test-model".into(),
         api_key: Some("sk-secret-test-key".into()),
         timeout,
+        http2: false,
+        headers: Vec::new(),
     }
 }
 
@@ -829,4 +832,80 @@ async fn a_journal_that_cannot_be_written_makes_the_run_impossible() {
     .await
     .unwrap_err();
     assert!(matches!(err, ExecError::Journal { .. }), "{err}");
+}
+
+fn raw_endpoint(addr: std::net::SocketAddr) -> Endpoint {
+    Endpoint {
+        base_url: format!("http://{addr}/v1"),
+        ..endpoint(addr, "ok", Duration::from_secs(5))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_the_server_closed_is_resent_once_on_a_fresh_one() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    for c in [1u32, 8] {
+        let (addr, state) = raw::start(raw::Behaviour::KeepAliveThenClose, 8).await;
+        let calls = 5 * c as usize;
+        let mut plan = closed(c, 0, StopRule::Requests(calls as u64));
+        plan.id = format!("keepalive-c{c}");
+        let journal = run_closed(&raw_endpoint(addr), &plan, TestSource::single(8), &dir).await;
+        let failed: Vec<_> = journal.requests.iter().filter(|r| !r.is_ok()).collect();
+        assert!(failed.is_empty(), "c={c}: {failed:?}");
+        let reconnects: u32 = journal.requests.iter().map(|r| r.reconnects).sum();
+        let closed_on_reuse = state
+            .closed_on_reuse
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            reconnects > 0,
+            "c={c}: the server closed every reused connection"
+        );
+        assert_eq!(
+            reconnects as usize, closed_on_reuse,
+            "c={c}: one reconnect per connection the server dropped"
+        );
+        assert_eq!(
+            state.answered.load(std::sync::atomic::Ordering::SeqCst),
+            journal.requests.len(),
+            "c={c}: every call answered exactly once: a resend is not a second request"
+        );
+        assert_eq!(
+            journal.footer.as_ref().unwrap().connections_opened,
+            Some(state.connections.load(std::sync::atomic::Ordering::SeqCst) as u64)
+        );
+        for r in journal.requests.iter().filter(|r| r.reconnects > 0) {
+            assert!(r.sent_ms >= r.scheduled_ms, "{r:?}");
+            assert!(r.schedule_lag_ms > 0.0, "the lag shows the resend: {r:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_dropped_after_its_first_bytes_is_a_broken_stream_and_not_resent() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, state) = raw::start(raw::Behaviour::DropMidStream, 8).await;
+    let mut plan = closed(2, 0, StopRule::Requests(6));
+    plan.id = "drop-mid-stream".into();
+    let journal = run_closed(&raw_endpoint(addr), &plan, TestSource::single(8), &dir).await;
+    assert_eq!(journal.requests.len(), 6);
+    assert_eq!(
+        errors_of(&journal, ErrorClass::BrokenStream),
+        6,
+        "{:?}",
+        journal.requests
+    );
+    assert!(journal.requests.iter().all(|r| r.reconnects == 0));
+    assert!(
+        journal.requests.iter().all(|r| r.ttft_ms.is_some()),
+        "the first token before the drop was measured"
+    );
+    assert_eq!(
+        state
+            .requests_read
+            .load(std::sync::atomic::Ordering::SeqCst),
+        6,
+        "no call was sent twice"
+    );
 }

@@ -279,6 +279,8 @@ async fn replay_on_sim(trace: Trace) -> String {
         model: "sim/tiny".into(),
         api_key: None,
         timeout: Duration::from_secs(10),
+        http2: false,
+        headers: Vec::new(),
     };
     let run = RunPlan {
         id: "replay".into(),
