@@ -25,6 +25,7 @@ use crate::folder::{self, FolderError, ResultsFolder};
 use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
 use crate::report::Templates;
 use crate::sim;
+use crate::workload::prompt::TokenIdRange;
 
 /// Longest a run is extended to for the samples an SLO percentile needs.
 const MAX_EXTENDED_RUN: Duration = Duration::from_secs(600);
@@ -103,9 +104,12 @@ struct LiveTarget {
     scrape_client: reqwest::Client,
     /// The target's `tokenizer`, loaded: prompts sized exactly with it.
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
-    /// A `completions` target that accepts token-id prompts gets them: exact
-    /// prompt lengths without a tokenizer (SPEC §2, prompt lengths).
-    takes_token_ids: bool,
+    /// A `completions` target that accepts token-id prompts gets them, with
+    /// ids inside its vocabulary: exact prompt lengths without a tokenizer
+    /// (SPEC §2, prompt lengths).
+    token_ids: Option<TokenIdRange>,
+    /// Why a `completions` target gets text prompts after all.
+    token_id_refusal: Option<String>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -177,10 +181,10 @@ pub async fn run(
             prepared.endpoint.base_url,
             prepared.endpoint.model,
             prepared.metrics_url.as_deref().unwrap_or("off"),
-            if prepared.takes_token_ids {
-                "; prompts as token ids"
-            } else {
-                ""
+            match (&prepared.token_ids, &prepared.token_id_refusal) {
+                (Some(r), _) => format!("; prompts as token ids {}..={}", r.min, r.max),
+                (None, Some(why)) => format!("; token-id prompts refused ({why}): text prompts"),
+                (None, None) => String::new(),
             }
         );
         live.insert(target.name.clone(), prepared);
@@ -378,7 +382,7 @@ async fn execute(
     });
     let inputs = run_inputs(
         &target.endpoint,
-        target.takes_token_ids,
+        target.token_ids,
         target.tokenizer.clone(),
         workload,
         trace,
@@ -401,17 +405,18 @@ async fn execute(
 /// trace is exhausted or the planned stop is reached, whichever is first.
 fn run_inputs(
     endpoint: &Endpoint,
-    endpoint_takes_token_ids: bool,
+    token_ids: Option<TokenIdRange>,
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     workload: &config::Workload,
     trace: Option<&TraceSpec>,
     run: &RunPlan,
 ) -> exec::RunInputs {
-    let completions = if endpoint_takes_token_ids {
+    let completions = if token_ids.is_some() {
         exec::CompletionsPrompt::TokenIds
     } else {
         exec::CompletionsPrompt::Text
     };
+    let range = token_ids.unwrap_or(TokenIdRange::DEFAULT);
     if let (Load::Rate { rate, .. }, Some(spec)) = (run.load, trace) {
         if let Some(data) = &spec.data {
             let speedup = data.speedup_for_rate(rate.0);
@@ -424,6 +429,7 @@ fn run_inputs(
                 completions,
             )
             .with_tokenizer(tokenizer)
+            .with_token_id_range(range)
             .shared();
             return exec::RunInputs {
                 source,
@@ -433,6 +439,7 @@ fn run_inputs(
     }
     let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions)
         .with_tokenizer(tokenizer)
+        .with_token_id_range(range)
         .shared();
     exec::RunInputs::for_run(run, source)
 }
@@ -562,15 +569,22 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
     };
     // A probe that fails for any reason means text: prompts still go out,
     // sized by the approximation and corrected by the server's usage.
-    let takes_token_ids = target.api == config::Api::Completions
-        && exec::probe_token_ids(
+    let (token_ids, token_id_refusal) = if target.api == config::Api::Completions {
+        match exec::probe_token_ids(
             &base_url,
             &model,
             api_key.as_deref(),
             target.timeout.min(Duration::from_secs(30)),
         )
         .await
-        .unwrap_or(false);
+        {
+            Ok(exec::TokenIdSupport::Accepted(range)) => (Some(range), None),
+            Ok(exec::TokenIdSupport::Refused(why)) => (None, Some(why)),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
     Ok(LiveTarget {
         endpoint: Endpoint {
             base_url,
@@ -585,7 +599,8 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
         metrics_url,
         scrape_client,
         tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
-        takes_token_ids,
+        token_ids,
+        token_id_refusal,
     })
 }
 

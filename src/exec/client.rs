@@ -33,6 +33,7 @@ use super::stream::{
 };
 use super::timer::PreciseTimer;
 use super::transport::{Http1Pool, Response, SendFailure, Sent, Transport};
+use crate::workload::prompt::TokenIdRange;
 
 /// Largest error body read from a non-2xx response.
 const MAX_ERROR_BODY_BYTES: usize = 4096;
@@ -512,61 +513,189 @@ pub(crate) fn parse_model_ids(body: &[u8]) -> Option<Vec<String>> {
         .collect()
 }
 
-/// Whether a `completions` endpoint accepts `prompt: [token ids]`: sends a
-/// four-token prompt asking for one output token. The ids span the whole
-/// range synthetic prompts draw from, so a model with a smaller vocabulary
-/// answers 4xx here rather than on every request. `Ok(false)` on a 4xx
-/// answer; `Err` if the endpoint cannot be reached at all.
+/// What the token-id probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenIdSupport {
+    /// Token-id prompts work with ids drawn from this range.
+    Accepted(TokenIdRange),
+    /// They do not; text prompts are sent. The reason is shown to the user.
+    Refused(String),
+}
+
+/// Whether a `completions` endpoint accepts `prompt: [token ids]`, and with
+/// which ids. Each probe is a streamed one-token completion read to its end:
+/// an error status, an error event inside a 200 stream (vLLM's answer to an
+/// id outside the vocabulary) or an answer without content all mean no.
+/// When the default range is refused but low ids work, the vocabulary's size
+/// is found by bisection (about 15 probes) and the range fitted to it.
+/// `Err` only if the endpoint cannot be reached at all.
 pub async fn probe_token_ids(
     base_url: &str,
     model: &str,
     api_key: Option<&str>,
     timeout: Duration,
-) -> Result<bool, ExecError> {
-    let url = endpoint_url(
-        base_url,
-        super::request::api_path(crate::config::Api::Completions),
-    )?;
-    let unreachable = |reason: String| ExecError::Unreachable {
-        url: url.to_string(),
-        reason,
-    };
-    let client = build_client(1, false)?;
-    let body = super::request::build_body(
-        crate::config::Api::Completions,
-        model,
-        &super::request::Prompt::TokenIds({
-            use crate::workload::prompt::{TOKEN_ID_MAX, TOKEN_ID_MIN};
-            vec![
-                TOKEN_ID_MIN,
-                TOKEN_ID_MIN + 1,
-                TOKEN_ID_MAX - 1,
-                TOKEN_ID_MAX,
-            ]
-        }),
-        1,
-    );
-    let mut request = client
-        .post(url.clone())
-        .timeout(timeout)
-        .header(CONTENT_TYPE, "application/json")
-        .body(body);
-    if let Some(auth) = bearer(api_key)? {
-        request = request.header(AUTHORIZATION, auth);
+) -> Result<TokenIdSupport, ExecError> {
+    let probe = TokenIdProbe::new(base_url, model, api_key, timeout)?;
+    let default = TokenIdRange::DEFAULT;
+    let low = [
+        default.min,
+        default.min + 1,
+        default.min + 2,
+        default.min + 3,
+    ];
+    if let Err(reason) = probe.accepts(&low).await? {
+        return Ok(TokenIdSupport::Refused(reason));
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| unreachable(truncate_detail(&error_chain(&e))))?;
-    let status = response.status();
-    // Drain so the answer is complete; its content does not matter.
-    let _ = response.bytes().await;
-    if status.is_success() {
-        Ok(true)
-    } else if status.is_client_error() {
-        Ok(false)
-    } else {
-        Err(unreachable(format!("HTTP {status} to a token-id prompt")))
+    if probe
+        .accepts(&[default.min, default.max - 1, default.max])
+        .await?
+        .is_ok()
+    {
+        return Ok(TokenIdSupport::Accepted(default));
+    }
+    // Largest accepted id, between an accepted `lo` and a refused `hi`.
+    let (mut lo, mut hi) = (default.min + 3, default.max);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if probe.accepts(&[default.min, mid]).await?.is_ok() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(match TokenIdRange::for_vocabulary(lo + 1) {
+        Some(range) => TokenIdSupport::Accepted(range),
+        None => TokenIdSupport::Refused(format!(
+            "the vocabulary ends at id {lo}: too small for token-id prompts"
+        )),
+    })
+}
+
+struct TokenIdProbe {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    model: String,
+    auth: Option<HeaderValue>,
+    timeout: Duration,
+}
+
+impl TokenIdProbe {
+    fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Self, ExecError> {
+        Ok(TokenIdProbe {
+            client: build_client(1, false)?,
+            url: endpoint_url(
+                base_url,
+                super::request::api_path(crate::config::Api::Completions),
+            )?,
+            model: model.to_string(),
+            auth: bearer(api_key)?,
+            timeout,
+        })
+    }
+
+    /// `Ok(Ok(()))` if a streamed completion of `ids` produced content,
+    /// `Ok(Err(why))` if the server said no in any way.
+    async fn accepts(&self, ids: &[u32]) -> Result<Result<(), String>, ExecError> {
+        let body = super::request::build_body(
+            crate::config::Api::Completions,
+            &self.model,
+            &super::request::Prompt::TokenIds(ids.to_vec()),
+            1,
+        );
+        let mut request = self
+            .client
+            .post(self.url.clone())
+            .timeout(self.timeout)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(body);
+        if let Some(auth) = &self.auth {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
+        let response = request.send().await.map_err(|e| ExecError::Unreachable {
+            url: self.url.to_string(),
+            reason: truncate_detail(&error_chain(&e)),
+        })?;
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap_or_default();
+        if status.is_server_error() && !status_says_invalid(&bytes) {
+            return Err(ExecError::Unreachable {
+                url: self.url.to_string(),
+                reason: format!("HTTP {status} to a token-id prompt"),
+            });
+        }
+        Ok(judge_probe_answer(status.as_u16(), &bytes))
+    }
+}
+
+/// A 5xx whose message says the prompt was invalid (llama.cpp answers some
+/// bad token ids with 500) is a "no", not an unreachable server.
+fn status_says_invalid(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body).to_ascii_lowercase();
+    text.contains("token") && (text.contains("invalid") || text.contains("vocab"))
+}
+
+/// The probe's verdict on a whole answer (pure): yes only for a 2xx stream
+/// with content and no error event.
+pub(crate) fn judge_probe_answer(status: u16, body: &[u8]) -> Result<(), String> {
+    let message = || {
+        serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| error_message(&v))
+            .unwrap_or_else(|| truncate_detail(&String::from_utf8_lossy(body)))
+    };
+    if !(200..300).contains(&status) {
+        return Err(format!("HTTP {}: {}", status_text(status), message()));
+    }
+    let mut decoder = SseDecoder::new();
+    decoder.push(body);
+    let mut observer = StreamObserver::new();
+    let mut end = StreamEnd::Eof;
+    let mut events = Vec::new();
+    while let Some(event) = decoder.next_event() {
+        events.push(event);
+    }
+    while let Some(event) = decoder.finish() {
+        events.push(event);
+    }
+    for event in &events {
+        match observer.on_event(event, 0.0) {
+            EventVerdict::Continue => {}
+            EventVerdict::Done => {
+                end = StreamEnd::Done;
+                break;
+            }
+            EventVerdict::Fail(class, detail) => {
+                end = StreamEnd::Failed(class, detail);
+                break;
+            }
+        }
+    }
+    let id = CallId {
+        task: 0,
+        call: 0,
+        prompt_tokens_requested: 0,
+        output_tokens_requested: 1,
+    };
+    let times = CallTimes {
+        scheduled_ms: 0.0,
+        sent_ms: 0.0,
+        completed_ms: 0.0,
+        http_status: Some(status),
+    };
+    let record = observer.into_record(id, times, end);
+    match record.error {
+        None => Ok(()),
+        Some(class) => Err(format!(
+            "{}: {}",
+            class.as_str(),
+            record.error_detail.unwrap_or_default()
+        )),
     }
 }
 
@@ -592,6 +721,24 @@ mod tests {
             endpoint_url("not a url", "models"),
             Err(ExecError::BadUrl { .. })
         ));
+    }
+
+    #[test]
+    fn probe_answers_are_judged_by_their_stream() {
+        let ok = b"data: {\"choices\":[{\"index\":0,\"text\":\" a\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(judge_probe_answer(200, ok), Ok(()));
+        // vLLM: an id outside the vocabulary is a 200 with one error event.
+        let oov = b"data: {\"error\": {\"object\": \"error\", \"message\": \"Token id 29985 is out of vocabulary\", \"type\": \"BadRequestError\", \"code\": 400}}\n\ndata: [DONE]\n\n";
+        let verdict = judge_probe_answer(200, oov).unwrap_err();
+        assert!(verdict.contains("out of vocabulary"), "{verdict}");
+        let empty = b"data: [DONE]\n\n";
+        assert!(judge_probe_answer(200, empty).is_err());
+        let refused = br#"{"error":{"message":"prompt must be a string"}}"#;
+        let verdict = judge_probe_answer(400, refused).unwrap_err();
+        assert!(
+            verdict.contains("400") && verdict.contains("prompt must be"),
+            "{verdict}"
+        );
     }
 
     #[test]

@@ -89,7 +89,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Api, Workload};
 use crate::plan::{Load, RunPlan};
 
-pub use client::{probe_models, probe_token_ids};
+pub use client::{TokenIdSupport, probe_models, probe_token_ids};
 pub use journal::read_journal;
 pub use record::{
     ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, TaskRecord, TokenSource,

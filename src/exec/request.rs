@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::workload::prompt::TokenIdRange;
 use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
@@ -79,6 +80,8 @@ pub struct WorkloadSource {
     /// The target's tokenizer: synthetic text sized exactly with it
     /// ([`crate::workload::tokenize`]); `None` = the word approximation.
     tokenizer: Option<Arc<PromptTokenizer>>,
+    /// Where synthetic token-id prompts draw their ids from.
+    token_ids: TokenIdRange,
 }
 
 impl WorkloadSource {
@@ -93,7 +96,15 @@ impl WorkloadSource {
             api,
             completions_prompt,
             tokenizer: None,
+            token_ids: TokenIdRange::DEFAULT,
         }
+    }
+
+    /// Draw synthetic token-id prompts from `range` (the model's vocabulary,
+    /// as the token-id probe found it).
+    pub fn with_token_id_range(mut self, range: TokenIdRange) -> Self {
+        self.token_ids = range;
+        self
     }
 
     /// Size text prompts with `tokenizer` (token-id prompts for
@@ -134,9 +145,9 @@ impl RequestSource for WorkloadSource {
             (Api::Completions, CompletionsPrompt::Text) => {
                 Prompt::Text(prompt::render_flat_text(&call.messages))
             }
-            (Api::Completions, CompletionsPrompt::TokenIds) => {
-                Prompt::TokenIds(prompt::render_token_ids(&all_segments(&call.messages)))
-            }
+            (Api::Completions, CompletionsPrompt::TokenIds) => Prompt::TokenIds(
+                prompt::render_token_ids_in(&all_segments(&call.messages), self.token_ids),
+            ),
         }
     }
 }
@@ -203,6 +214,12 @@ impl TraceSource {
     /// See [`WorkloadSource::with_tokenizer`].
     pub fn with_tokenizer(mut self, tokenizer: Option<Arc<PromptTokenizer>>) -> Self {
         self.renderer = self.renderer.with_tokenizer(tokenizer);
+        self
+    }
+
+    /// See [`WorkloadSource::with_token_id_range`].
+    pub fn with_token_id_range(mut self, range: TokenIdRange) -> Self {
+        self.renderer = self.renderer.with_token_id_range(range);
         self
     }
 

@@ -338,6 +338,29 @@ fn error(status: StatusCode, message: &str, kind: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// vLLM's answer to a token id outside the vocabulary: on a streamed
+/// request, HTTP 200 and a stream holding one error event (a client that
+/// looks only at the status takes it for a success); else a 400.
+fn out_of_vocabulary(id: u32, stream: bool) -> Response {
+    let message = format!("Token id {id} is out of vocabulary");
+    if !stream {
+        return bad_request(message);
+    }
+    let event = json!({
+        "error": {"message": message, "type": "BadRequestError", "param": null, "code": 400}
+    });
+    let body = format!("data: {event}\n\ndata: [DONE]\n\n");
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 fn bad_request(message: impl AsRef<str>) -> Response {
     error(
         StatusCode::BAD_REQUEST,
@@ -517,6 +540,9 @@ async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
         Ok(p) => p,
         Err(msg) => return bad_request(msg),
     };
+    if let Some(&id) = prompt.iter().find(|&&id| id >= s.preset.model.vocab) {
+        return out_of_vocabulary(id, parsed.common.stream.unwrap_or(false));
+    }
     generate(s, Api::Completions, prompt, parsed.common).await
 }
 

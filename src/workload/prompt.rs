@@ -63,23 +63,62 @@ pub fn render_text(segments: &[Segment]) -> String {
     text
 }
 
-/// Token ids for `completions` targets that accept them.
+/// The ids synthetic token-id prompts are drawn from: ordinary tokens of
+/// the model's vocabulary, clear of the special and byte tokens at the low
+/// end and of the added tokens most vocabularies put at the top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenIdRange {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl TokenIdRange {
+    /// `TOKEN_ID_MIN..=TOKEN_ID_MAX`: inside every 32k+ vocabulary.
+    pub const DEFAULT: TokenIdRange = TokenIdRange {
+        min: TOKEN_ID_MIN,
+        max: TOKEN_ID_MAX,
+    };
+
+    /// The range for a vocabulary of `size` ids (`0..size`): the default when
+    /// it fits, else from an eighth of the vocabulary to 95% of it; `None`
+    /// when that leaves fewer than 256 ids (too few to tell prompts apart).
+    pub fn for_vocabulary(size: u32) -> Option<TokenIdRange> {
+        if size > TOKEN_ID_MAX {
+            return Some(Self::DEFAULT);
+        }
+        let min = TOKEN_ID_MIN.min(size / 8);
+        let max = (u64::from(size) * 95 / 100) as u32;
+        let max = max.saturating_sub(1);
+        (max > min && max - min >= 255).then_some(TokenIdRange { min, max })
+    }
+
+    fn alphabet(self) -> u64 {
+        u64::from(self.max - self.min + 1)
+    }
+}
+
+/// Token ids for `completions` targets that accept them, in the default range.
 pub fn render_token_ids(segments: &[Segment]) -> Vec<u32> {
+    render_token_ids_in(segments, TokenIdRange::DEFAULT)
+}
+
+/// Token ids in `range` (same sharing rules as text).
+pub fn render_token_ids_in(segments: &[Segment], range: TokenIdRange) -> Vec<u32> {
     let tokens: usize = segments.iter().map(|s| s.tokens() as usize).sum();
     let mut ids = Vec::with_capacity(tokens);
-    let alphabet = u64::from(TOKEN_ID_MAX - TOKEN_ID_MIN + 1);
+    let alphabet = range.alphabet();
     for segment in segments {
         if let Segment::Text { text, .. } = segment {
             // No tokenizer here: one stable id per word, so the simulator
             // (one word = one token) sees the same length and sharing.
             ids.extend(
                 text.split_whitespace()
-                    .map(|word| TOKEN_ID_MIN + (super::hash_str(word) % alphabet) as u32),
+                    .map(|word| range.min + (super::hash_str(word) % alphabet) as u32),
             );
             continue;
         }
         // Symbols are < alphabet ≤ 29001, so the cast cannot truncate.
-        ids.extend(Symbols::new(segment, alphabet).map(|s| TOKEN_ID_MIN + s as u32));
+        ids.extend(Symbols::new(segment, alphabet).map(|s| range.min + s as u32));
     }
     ids
 }
@@ -1314,6 +1353,27 @@ mod tests {
 
     #[test]
     fn token_ids_stay_in_range_and_use_it() {
+        let small = TokenIdRange::for_vocabulary(8192).unwrap();
+        assert_eq!(
+            small,
+            TokenIdRange {
+                min: 1000,
+                max: 7781
+            }
+        );
+        let in_small = render_token_ids_in(
+            &[Segment::Unique {
+                key: 99,
+                tokens: 2000,
+            }],
+            small,
+        );
+        assert!(in_small.iter().all(|id| (1000..=7781).contains(id)));
+        assert_eq!(
+            TokenIdRange::for_vocabulary(128_256),
+            Some(TokenIdRange::DEFAULT)
+        );
+        assert_eq!(TokenIdRange::for_vocabulary(300), None);
         let ids = render_token_ids(&[Segment::Unique {
             key: 1,
             tokens: 50_000,
