@@ -1,6 +1,7 @@
 //! The `capcard` binary: parse arguments, call the library, map errors to
 //! exit codes (0 success, 1 invalid input or usage, 2 a run could not be
-//! carried out or was interrupted, 3 `diff --fail-on-regression` found one).
+//! carried out or was interrupted, 3 `diff --fail-on-regression` found one,
+//! 4 `run` measured but at least one run was invalid).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -231,7 +232,14 @@ fn run_cmd(request: runner::RunRequest) -> ExitCode {
                 {
                     let _ = writeln!(out, "{}", path.display());
                 }
-                ExitCode::SUCCESS
+                if !outcome.invalid_runs.is_empty() {
+                    eprintln!(
+                        "warning: {} run(s) invalid (most calls failed, see the card's Status): {}",
+                        outcome.invalid_runs.len(),
+                        outcome.invalid_runs.join(", ")
+                    );
+                }
+                ExitCode::from(outcome.exit_code() as u8)
             }
             Err(e) => {
                 let code = e.exit_code() as u8;

@@ -93,6 +93,15 @@ impl RunError {
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub written: folder::Written,
+    /// Runs where most calls failed (not measurements): `capcard run` exits 4.
+    pub invalid_runs: Vec<String>,
+}
+
+impl RunOutcome {
+    /// SPEC §4: 0, or 4 when at least one run was invalid.
+    pub fn exit_code(&self) -> i32 {
+        if self.invalid_runs.is_empty() { 0 } else { 4 }
+    }
 }
 
 /// A target made ready to receive requests (a sim started, a model resolved).
@@ -231,9 +240,17 @@ pub async fn run(
             dir: folder.dir.clone(),
         });
     }
+    let invalid_runs = report_model
+        .cards
+        .iter()
+        .flat_map(|c| c.closed.iter().chain(&c.open))
+        .filter(|s| s.invalid)
+        .map(|s| s.run_id.clone())
+        .collect();
     Ok(RunOutcome {
         dir: folder.dir.clone(),
         written,
+        invalid_runs,
     })
 }
 

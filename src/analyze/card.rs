@@ -49,8 +49,10 @@ pub fn build_card(
 
     let crossp_spec = experiment.closed.as_ref().map(|c| c.crossp);
     let knee_spec = experiment.closed.as_ref().map(|c| c.knee);
-    let crossp = crossp::crossp(&closed, &crossp_spec.unwrap_or_default());
-    let cr_closed = knee::cr_closed(&closed, &knee_spec.unwrap_or_default());
+    // Invalid runs (most calls failed) measured the failure, not the replica.
+    let valid_closed: Vec<RunSummary> = closed.iter().filter(|s| !s.invalid).cloned().collect();
+    let crossp = crossp::crossp(&valid_closed, &crossp_spec.unwrap_or_default());
+    let cr_closed = knee::cr_closed(&valid_closed, &knee_spec.unwrap_or_default());
     let max_rps = match experiment.open.as_ref().map(|o| &o.rates) {
         Some(RateSelection::Search { max, .. }) => Some(max.0),
         _ => None,

@@ -131,6 +131,11 @@ pub struct RunSummary {
     pub generator_lagging: bool,
     /// The journal had no footer or the run was interrupted.
     pub incomplete: bool,
+    /// Most of the run's measured calls failed ([`summary::is_invalid`]):
+    /// not a measurement of the replica. An invalid run counts toward no
+    /// CrossP, Cr_closed or Cr_open (in open loop it is never a pass).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalid: bool,
     /// What the server's own metrics said over the measured window; absent
     /// when telemetry was off or the run had no scrape inside its window.
     #[serde(default, skip_serializing_if = "Option::is_none")]

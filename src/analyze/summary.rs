@@ -267,6 +267,7 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
         backlog_growing,
         generator_lagging: journal.footer.as_ref().is_some_and(|f| f.generator_lagging),
         incomplete: window.incomplete,
+        invalid: is_invalid(ok.len() as u64, errors),
         server: None,
     };
 
@@ -277,6 +278,19 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
                 .iter()
                 .filter(|r| slo::request_meets(r, slo))
                 .count();
+            let mut verdict = verdict;
+            if summary.invalid {
+                verdict.pass = false;
+                verdict.reasons.insert(
+                    0,
+                    format!(
+                        "invalid run: {} of {} calls failed",
+                        summary.errors,
+                        summary.errors + summary.requests
+                    ),
+                );
+                verdict.note = Some(verdict.reasons.join("; "));
+            }
             summary.slo_pass.insert(slo.name.clone(), verdict.pass);
             summary.slo_verdicts.insert(slo.name.clone(), verdict);
             summary
@@ -285,6 +299,15 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
         }
     }
     summary
+}
+
+/// The rule for a run that is not a measurement: more than half of its
+/// measured calls failed (any class but `cancelled`). Such a run measures the
+/// failure — a wrong model name, a refused prompt format, a server that is
+/// down — not the replica's capacity; one bad call in a few is still a
+/// measurement, and the SLO's error-rate clause judges it.
+pub fn is_invalid(ok_calls: u64, failed_calls: u64) -> bool {
+    failed_calls > 0 && failed_calls * 2 > ok_calls + failed_calls
 }
 
 impl LatencyStats {
@@ -629,6 +652,18 @@ pub(crate) mod tests {
         assert!(s.schedule_lag_ms.is_none());
         assert!(!s.incomplete);
         assert!(s.slo_pass.is_empty());
+    }
+
+    #[test]
+    fn a_run_where_most_calls_failed_is_invalid() {
+        assert!(
+            !is_invalid(0, 0),
+            "nothing measured is not invalid, just empty"
+        );
+        assert!(!is_invalid(10, 10), "half is not most");
+        assert!(is_invalid(9, 10));
+        assert!(is_invalid(0, 1));
+        assert!(!is_invalid(99, 1));
     }
 
     #[test]

@@ -241,6 +241,9 @@ pub struct CardView {
     pub charts: Vec<ChartLink>,
     /// The plain-language reading, one paragraph.
     pub reading: String,
+    /// Runs where most calls failed, in one sentence with counts by class;
+    /// shown under Status and first in the Reading. `None`: every run valid.
+    pub invalid: Option<String>,
     /// Server-side telemetry; `None` when no run has any (the card then
     /// renders exactly as without telemetry support).
     pub telemetry: Option<TelemetryView>,
@@ -605,6 +608,38 @@ fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
     rows
 }
 
+/// The sentence about invalid runs (most calls failed), if any.
+fn invalid_runs(card: &Card) -> Option<String> {
+    let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
+    let invalid: Vec<&&RunSummary> = runs.iter().filter(|s| s.invalid).collect();
+    if invalid.is_empty() {
+        return None;
+    }
+    let mut by_class: BTreeMap<&str, u64> = BTreeMap::new();
+    let (mut failed, mut calls) = (0, 0);
+    for run in &invalid {
+        failed += run.errors;
+        calls += run.errors + run.requests;
+        for (class, n) in &run.errors_by_class {
+            *by_class.entry(class.as_str()).or_default() += n;
+        }
+    }
+    let classes: Vec<String> = by_class
+        .iter()
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    let names: Vec<&str> = invalid.iter().map(|s| s.run_id.as_str()).collect();
+    Some(format!(
+        "{} of {} runs are invalid: {failed} of their {calls} measured calls failed ({}). \
+         They measured the failure, not the replica, and count toward no CrossP, Cr_closed or \
+         Cr_open: {}.",
+        invalid.len(),
+        runs.len(),
+        classes.join(", "),
+        names.join(", ")
+    ))
+}
+
 /// The plain-language reading: what this replica can be promised, in the
 /// order the framework puts it (service capacity first, then saturation,
 /// then the regime boundary), every figure with its mode.
@@ -613,6 +648,9 @@ fn reading(card: &Card, view: &CardView) -> String {
     let open_tag = &view.modes.open;
     let closed_tag = &view.modes.closed;
     let mut sentences: Vec<String> = Vec::new();
+    if let Some(invalid) = &view.invalid {
+        sentences.push(format!("**{invalid}**"));
+    }
 
     if card.cr_open.is_empty() {
         sentences.push(if card.open.is_empty() {
@@ -908,6 +946,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .map(|(file_name, alt)| ChartLink { file_name, alt })
             .collect(),
         reading: String::new(),
+        invalid: invalid_runs(card),
         telemetry: None,
     };
     view.reading = reading(card, &view);

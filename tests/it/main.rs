@@ -7,6 +7,7 @@ mod config;
 mod data;
 mod diff;
 mod e2e;
+mod engines;
 mod report;
 mod sim;
 mod support;
