@@ -57,6 +57,12 @@ pub enum Command {
         /// No progress display.
         #[arg(long, short)]
         quiet: bool,
+        /// Draw prompt content with this nonce instead of a new one, to
+        /// reproduce an earlier run's exact request stream (its card and
+        /// results.json show the nonce). Only on a fresh server: a prefix
+        /// cache that saw those prompts makes them faster.
+        #[arg(long, conflicts_with = "resume")]
+        nonce: Option<u64>,
     },
     /// Re-render the cards of a results folder without touching any endpoint.
     Report {

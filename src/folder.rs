@@ -173,6 +173,7 @@ pub fn recompute(
     let mut started_at: Option<String> = None;
     let mut finished_at: Option<String> = None;
     let mut cards: Vec<Card> = Vec::new();
+    let mut content_nonce = None;
 
     for card_plan in &plan.cards {
         let (Some(target), Some(workload)) = (
@@ -185,6 +186,7 @@ pub fn recompute(
             .remove(&(card_plan.target.clone(), card_plan.workload.clone()))
             .unwrap_or_default();
         let mut model = None;
+        let mut prompt_sizing = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
         for journal in &journals {
@@ -193,6 +195,12 @@ pub fn recompute(
             };
             if model.is_none() {
                 model = Some(header.model.clone());
+            }
+            if prompt_sizing.is_none() {
+                prompt_sizing.clone_from(&header.prompt_sizing);
+            }
+            if content_nonce.is_none() && header.content_nonce != 0 {
+                content_nonce = Some(header.content_nonce);
             }
             if started_at
                 .as_deref()
@@ -255,9 +263,9 @@ pub fn recompute(
                 any_missing = true;
             }
         }
-        cards.push(analyze::card::build_card(
-            experiment, target, workload, model, closed, open,
-        ));
+        let mut card = analyze::card::build_card(experiment, target, workload, model, closed, open);
+        card.target_info.prompt_sizing = prompt_sizing;
+        cards.push(card);
     }
 
     let status = match status_override {
@@ -272,13 +280,10 @@ pub fn recompute(
             }
         }),
     };
-    Ok(analyze::card::build_report(
-        experiment,
-        cards,
-        &status,
-        started_at,
-        finished_at,
-    ))
+    let mut report =
+        analyze::card::build_report(experiment, cards, &status, started_at, finished_at);
+    report.content_nonce = content_nonce;
+    Ok(report)
 }
 
 /// Summarise one journal with everything the experiment will ask of it:

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
             workload,
             resume,
             quiet,
+            nonce,
         } => {
             let request = runner::RunRequest {
                 experiment_path: file,
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
                 workload,
                 resume,
                 show_progress: !quiet && std::io::stderr().is_terminal(),
+                nonce,
             };
             run_cmd(request)
         }

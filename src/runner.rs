@@ -40,6 +40,9 @@ pub struct RunRequest {
     pub workload: Option<String>,
     pub resume: Option<PathBuf>,
     pub show_progress: bool,
+    /// Content nonce to draw prompts with; `None` = a new one (a resumed
+    /// folder keeps its own).
+    pub nonce: Option<u64>,
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -172,6 +175,12 @@ pub async fn run(
         }
     }
 
+    let content_nonce = if resuming {
+        stored_nonce(&folder).unwrap_or(0)
+    } else {
+        request.nonce.unwrap_or_else(fresh_nonce)
+    };
+
     // Start sims and probe endpoints before any run: an unreachable target
     // is an error now, not thirty failed runs later.
     let mut live: BTreeMap<String, LiveTarget> = BTreeMap::new();
@@ -207,13 +216,20 @@ pub async fn run(
     let _ = writeln!(log, "results folder: {}", folder.dir.display());
 
     let templates = Templates::builtin();
+    let _ = writeln!(
+        log,
+        "content nonce: {content_nonce} (reproduce this request stream with --nonce {content_nonce})"
+    );
     let outcome = drive(
         &experiment,
         &full_plan,
         &selected,
         &folder,
         &live,
-        resuming,
+        Invocation {
+            resuming,
+            content_nonce,
+        },
         request,
         &cancel,
         log,
@@ -261,7 +277,7 @@ async fn drive(
     selected: &Plan,
     folder: &ResultsFolder,
     live: &BTreeMap<String, LiveTarget>,
-    resuming: bool,
+    invocation: Invocation,
     request: &RunRequest,
     cancel: &CancellationToken,
     log: &mut (dyn Write + Send),
@@ -285,7 +301,7 @@ async fn drive(
             if cancel.is_cancelled() {
                 return Ok(());
             }
-            let journal = execute(folder, target, workload, run, resuming, &options, log).await?;
+            let journal = execute(folder, target, workload, run, invocation, &options, log).await?;
             closed.push(folder::summarize_run(folder, &journal, experiment));
             refresh(folder, experiment, full_plan, &templates)?;
         }
@@ -297,7 +313,7 @@ async fn drive(
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
-                    execute(folder, target, workload, run, resuming, &options, log).await?;
+                    execute(folder, target, workload, run, invocation, &options, log).await?;
                     refresh(folder, experiment, full_plan, &templates)?;
                 }
             }
@@ -325,7 +341,7 @@ async fn drive(
                     }
                     let run = plan::run_at_rate(template, config::RatePerS(rate), experiment.seed);
                     let mut journal =
-                        execute(folder, target, workload, &run, resuming, &options, log).await?;
+                        execute(folder, target, workload, &run, invocation, &options, log).await?;
                     let mut summary = folder::summarize_run(folder, &journal, experiment);
                     // Too few samples for a percentile clause: extend the run
                     // (once) rather than judge on noise.
@@ -339,8 +355,12 @@ async fn drive(
                                     "  {}: {} calls measured, {} needed for the SLO percentiles: re-running longer",
                                     run.id, summary.requests, needed
                                 );
+                                let fresh = Invocation {
+                                    resuming: false,
+                                    ..invocation
+                                };
                                 journal = execute(
-                                    folder, target, workload, &longer, false, &options, log,
+                                    folder, target, workload, &longer, fresh, &options, log,
                                 )
                                 .await?;
                                 summary = folder::summarize_run(folder, &journal, experiment);
@@ -365,10 +385,11 @@ async fn execute(
     target: &LiveTarget,
     (workload, trace): (&config::Workload, Option<&TraceSpec>),
     run: &RunPlan,
-    resuming: bool,
+    invocation: Invocation,
     options: &RunOptions,
     log: &mut (dyn Write + Send),
 ) -> Result<Journal, RunError> {
+    let resuming = invocation.resuming;
     let path = folder.journal(&run.id);
     if resuming && path.is_file() {
         if let Ok(journal) = exec::read_journal(&path) {
@@ -401,9 +422,9 @@ async fn execute(
         &target.endpoint,
         target.token_ids,
         target.tokenizer.clone(),
-        workload,
-        trace,
+        (workload, trace),
         run,
+        invocation.content_nonce,
     );
     let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, options).await;
     if let Some(scraper) = scraper {
@@ -424,9 +445,9 @@ fn run_inputs(
     endpoint: &Endpoint,
     token_ids: Option<TokenIdRange>,
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
-    workload: &config::Workload,
-    trace: Option<&TraceSpec>,
+    (workload, trace): (&config::Workload, Option<&TraceSpec>),
     run: &RunPlan,
+    content_nonce: u64,
 ) -> exec::RunInputs {
     let completions = if token_ids.is_some() {
         exec::CompletionsPrompt::TokenIds
@@ -447,6 +468,7 @@ fn run_inputs(
             )
             .with_tokenizer(tokenizer)
             .with_token_id_range(range)
+            .with_content_nonce(content_nonce)
             .shared();
             return exec::RunInputs {
                 source,
@@ -457,8 +479,36 @@ fn run_inputs(
     let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions)
         .with_tokenizer(tokenizer)
         .with_token_id_range(range)
+        .with_content_nonce(content_nonce)
         .shared();
     exec::RunInputs::for_run(run, source)
+}
+
+/// What holds for every run of one `capcard run`.
+#[derive(Debug, Clone, Copy)]
+struct Invocation {
+    /// Finished runs of the folder are kept.
+    resuming: bool,
+    content_nonce: u64,
+}
+
+/// A nonce no earlier invocation is likely to have used: the clock and the
+/// process id, mixed. Not secret, just different each time.
+fn fresh_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // Never 0: 0 is the library's reproducible default.
+    crate::workload::mix(nanos, u64::from(std::process::id())).max(1)
+}
+
+/// The nonce a results folder's runs were drawn with (for `--resume`).
+fn stored_nonce(folder: &ResultsFolder) -> Option<u64> {
+    folder
+        .journals()
+        .ok()?
+        .into_iter()
+        .find_map(|(_, journal)| journal.header.map(|h| h.content_nonce).filter(|&n| n != 0))
 }
 
 fn refresh(

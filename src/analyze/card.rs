@@ -120,6 +120,7 @@ pub fn build_report(
         status: status.to_string(),
         started_at,
         finished_at,
+        content_nonce: None,
         cards,
     }
 }
@@ -162,6 +163,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         }),
         cost_per_hour: target.cost.as_ref().map(|c| c.per_hour),
         currency: target.cost.as_ref().map(|c| c.currency.clone()),
+        prompt_sizing: None,
     }
 }
 

@@ -224,6 +224,10 @@ pub struct CapacityReport {
     pub status: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// The content nonce of the invocation that measured the runs: with
+    /// `seed` it reproduces the exact request stream (`capcard run --nonce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_nonce: Option<u64>,
     pub cards: Vec<Card>,
 }
 
@@ -268,6 +272,9 @@ pub struct TargetInfo {
     pub runtime: Option<String>,
     pub cost_per_hour: Option<f64>,
     pub currency: Option<String>,
+    /// How prompt lengths were matched to the plan (from the journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sizing: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

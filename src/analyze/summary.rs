@@ -535,6 +535,8 @@ pub(crate) mod tests {
             started_at: "2026-01-01T00:00:00Z".into(),
             model: "m".into(),
             measure_from_ms,
+            content_nonce: 0,
+            prompt_sizing: None,
         }
     }
 

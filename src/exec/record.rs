@@ -29,6 +29,14 @@ pub struct RunHeader {
     pub model: String,
     /// End of warmup (ms since t0): measurement starts here.
     pub measure_from_ms: f64,
+    /// The content nonce prompts were drawn with: seed + nonce reproduce
+    /// the exact request stream (`capcard run --nonce`).
+    #[serde(default)]
+    pub content_nonce: u64,
+    /// How prompt lengths were matched to the plan (token ids, tokenizer,
+    /// words), as the card states it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sizing: Option<String>,
 }
 
 /// One LLM call.

@@ -69,6 +69,14 @@ pub trait RequestSource: Send + Sync {
     fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
         None
     }
+    /// The content nonce the prompts were drawn with (journaled).
+    fn content_nonce(&self) -> u64 {
+        0
+    }
+    /// How prompt lengths were made to match the plan, in words for the card.
+    fn prompt_sizing(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The workload's seeded task stream, rendered for one API.
@@ -82,6 +90,7 @@ pub struct WorkloadSource {
     tokenizer: Option<Arc<PromptTokenizer>>,
     /// Where synthetic token-id prompts draw their ids from.
     token_ids: TokenIdRange,
+    content_nonce: u64,
 }
 
 impl WorkloadSource {
@@ -97,7 +106,15 @@ impl WorkloadSource {
             completions_prompt,
             tokenizer: None,
             token_ids: TokenIdRange::DEFAULT,
+            content_nonce: 0,
         }
+    }
+
+    /// Draw prompt content with `nonce` (see [`TaskGenerator::with_content_nonce`]).
+    pub fn with_content_nonce(mut self, nonce: u64) -> Self {
+        self.generator = self.generator.with_content_nonce(nonce);
+        self.content_nonce = nonce;
+        self
     }
 
     /// Draw synthetic token-id prompts from `range` (the model's vocabulary,
@@ -126,6 +143,30 @@ impl RequestSource for WorkloadSource {
 
     fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
         self.tokenizer.clone()
+    }
+
+    fn content_nonce(&self) -> u64 {
+        self.content_nonce
+    }
+
+    fn prompt_sizing(&self) -> Option<String> {
+        Some(match (&self.tokenizer, self.api, self.completions_prompt) {
+            (Some(t), Api::Completions, CompletionsPrompt::TokenIds) => format!(
+                "token ids from the tokenizer {} (exact)",
+                t.path().display()
+            ),
+            (Some(t), _, _) => format!(
+                "text sized with the tokenizer {} (exact)",
+                t.path().display()
+            ),
+            (None, Api::Completions, CompletionsPrompt::TokenIds) => format!(
+                "token ids {}..={} inside the model's vocabulary (exact)",
+                self.token_ids.min, self.token_ids.max
+            ),
+            (None, _, _) => "text sized by words, one common English word per token \
+                             (approximate; the server's usage is the truth)"
+                .to_string(),
+        })
     }
 
     fn render(&self, call: &CallSpec) -> Prompt {
@@ -223,6 +264,12 @@ impl TraceSource {
         self
     }
 
+    /// See [`WorkloadSource::with_content_nonce`].
+    pub fn with_content_nonce(mut self, nonce: u64) -> Self {
+        self.renderer = self.renderer.with_content_nonce(nonce);
+        self
+    }
+
     pub fn shared(self) -> Arc<dyn RequestSource> {
         Arc::new(self)
     }
@@ -230,7 +277,12 @@ impl TraceSource {
 
 impl RequestSource for TraceSource {
     fn task(&self, index: u64) -> Task {
-        self.trace.task(index, self.seed, self.block_tokens)
+        self.trace.task(
+            index,
+            self.seed,
+            self.block_tokens,
+            self.renderer.content_nonce,
+        )
     }
 
     fn render(&self, call: &CallSpec) -> Prompt {
@@ -239,6 +291,14 @@ impl RequestSource for TraceSource {
 
     fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
         self.renderer.tokenizer()
+    }
+
+    fn content_nonce(&self) -> u64 {
+        self.renderer.content_nonce
+    }
+
+    fn prompt_sizing(&self) -> Option<String> {
+        self.renderer.prompt_sizing()
     }
 }
 

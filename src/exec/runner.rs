@@ -441,6 +441,8 @@ pub(crate) async fn run(
         started_at,
         model: endpoint.model.clone(),
         measure_from_ms,
+        content_nonce: source.content_nonce(),
+        prompt_sizing: source.prompt_sizing(),
     })));
 
     let user_cancel = options.cancel.clone();

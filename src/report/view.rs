@@ -49,6 +49,7 @@ pub struct ConditionsView {
     pub runtime: Option<String>,
     pub cost_per_hour: Option<f64>,
     pub currency: Option<String>,
+    pub prompt_sizing: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
     pub arrival: Option<String>,
     pub arrival_words: Option<String>,
@@ -214,6 +215,7 @@ pub struct CardView {
     pub description: Option<String>,
     pub tool_version: String,
     pub seed: u64,
+    pub content_nonce: Option<u64>,
     pub status: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
@@ -874,6 +876,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         model: info.model.clone(),
         hardware: info.hardware.clone(),
         runtime: info.runtime.clone(),
+        prompt_sizing: info.prompt_sizing.clone(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),
@@ -909,6 +912,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         description: report.description.clone(),
         tool_version: report.tool_version.clone(),
         seed: report.seed,
+        content_nonce: report.content_nonce,
         status: report.status.clone(),
         started_at: report.started_at.clone(),
         finished_at: report.finished_at.clone(),
@@ -1094,6 +1098,7 @@ mod tests {
             status: "complete".into(),
             started_at: None,
             finished_at: None,
+            content_nonce: None,
             cards: vec![card],
         }
     }

@@ -73,11 +73,16 @@ enum Part {
     AgentInstruction = 5,
 }
 
-/// Produces task `i` of a stream; task `i` depends only on (workload, seed, i).
+/// Produces task `i` of a stream; task `i` depends only on (workload, seed,
+/// i), and its content (not its shape) also on the content nonce.
 #[derive(Debug, Clone)]
 pub struct TaskGenerator {
     workload: Workload,
     seed: u64,
+    /// Mixed into every content key and prefix identity, never into a length
+    /// or a time: a new nonce gives the same stream (lengths, turns, steps,
+    /// arrivals) in words no server has cached. See [`with_content_nonce`](Self::with_content_nonce).
+    content_nonce: u64,
     /// Record order of a loaded dataset (`None` without one).
     order: Option<Arc<[u32]>>,
 }
@@ -92,15 +97,28 @@ impl TaskGenerator {
         TaskGenerator {
             workload: workload.clone(),
             seed,
+            content_nonce: 0,
             order,
         }
+    }
+
+    /// Content drawn for this nonce. `capcard run` picks a new one per
+    /// invocation and records it, so a re-run of the same file on the same
+    /// server meets no prompt its prefix cache has seen, and the exact stream
+    /// is still reproducible from seed + nonce (`--nonce`).
+    pub fn with_content_nonce(mut self, nonce: u64) -> Self {
+        self.content_nonce = nonce;
+        self
     }
 
     pub fn task(&self, index: u64) -> Task {
         let task_seed = mix(self.seed, index);
         let mut draw = Draw {
             rng: seeded_rng(task_seed),
-            task_seed,
+            key_seed: mix(task_seed, self.content_nonce),
+            // Per stream and nonce, so each run's declared prefix starts cold
+            // whatever ran before it on the server.
+            prefix_salt: mix(mix(self.seed, PREFIX_SALT_STREAM), self.content_nonce) as u32,
             workload: &self.workload,
         };
         let prefix = draw.prefix();
@@ -126,9 +144,14 @@ impl TaskGenerator {
 /// The random state of one task being drawn.
 struct Draw<'a> {
     rng: SeededRng,
-    task_seed: u64,
+    /// Seeds content keys: the task's seed and the content nonce.
+    key_seed: u64,
+    /// XORed into prefix group numbers: distinct groups stay distinct.
+    prefix_salt: u32,
     workload: &'a Workload,
 }
+
+const PREFIX_SALT_STREAM: u64 = 0x5341_4C54; // "SALT"
 
 impl Draw<'_> {
     /// This task's shared prefix, if the workload has one.
@@ -136,14 +159,14 @@ impl Draw<'_> {
         let shared = self.workload.shared_prefix.as_ref()?;
         let group = self.rng.random_range(0..shared.groups.max(1));
         Some(Segment::Prefix {
-            group,
+            group: group ^ self.prefix_salt,
             tokens: shared.tokens,
         })
     }
 
     fn key(&self, part: Part, a: u32, b: u32) -> u64 {
         mix(
-            mix(self.task_seed, part as u64),
+            mix(self.key_seed, part as u64),
             (u64::from(a) << 32) | u64::from(b),
         )
     }
@@ -516,6 +539,32 @@ mod tests {
         assert_eq!(call.messages[0].role, Role::User);
         assert_eq!(call.input_tokens, 1, "at least one prompt token");
         assert_eq!(call.output_tokens, 1, "at least one output token");
+    }
+
+    #[test]
+    fn a_content_nonce_changes_the_words_and_nothing_else() {
+        let workload = single_workload();
+        let plain = TaskGenerator::new(&workload, 11);
+        let salted = TaskGenerator::new(&workload, 11).with_content_nonce(0xBEEF);
+        let mut group_pairs = std::collections::HashMap::new();
+        for i in 0..100 {
+            let (a, b) = (
+                single_call(&plain.task(i)).clone(),
+                single_call(&salted.task(i)).clone(),
+            );
+            assert_eq!(a.input_tokens, b.input_tokens);
+            assert_eq!(a.output_tokens, b.output_tokens);
+            let text = |c: &CallSpec| render_text(&c.messages[0].segments);
+            assert_ne!(text(&a), text(&b), "task {i}: other words");
+            let (Segment::Prefix { group: ga, .. }, Segment::Prefix { group: gb, .. }) =
+                (&a.messages[0].segments[0], &b.messages[0].segments[0])
+            else {
+                panic!("no prefix");
+            };
+            // The grouping is the same, only the groups' identities differ.
+            assert_eq!(*group_pairs.entry(*ga).or_insert(*gb), *gb);
+            assert_ne!(ga, gb);
+        }
     }
 
     #[test]

@@ -244,7 +244,11 @@ impl Trace {
 
     /// Task `index` = row `index` (modulo the row count, for closed loops
     /// that outlast the trace): one call whose prompt is the row's blocks.
-    pub fn task(&self, index: u64, seed: u64, block_tokens: u32) -> Task {
+    /// Equal hash ids render equal blocks within a run (`seed`) and content
+    /// nonce, and different ones across runs and invocations, so a replay
+    /// reuses what the trace reuses and nothing an earlier replay left cached.
+    pub fn task(&self, index: u64, seed: u64, block_tokens: u32, content_nonce: u64) -> Task {
+        let block_stream = mix(mix(BLOCK_STREAM, seed), content_nonce);
         let row = &self.rows[(index % self.rows.len() as u64) as usize];
         let block_tokens = block_tokens.max(1);
         let mut segments = Vec::with_capacity(row.hash_ids.len() + 1);
@@ -255,14 +259,14 @@ impl Trace {
             }
             let tokens = left.min(block_tokens);
             segments.push(Segment::Unique {
-                key: mix(BLOCK_STREAM, id),
+                key: mix(block_stream, id),
                 tokens,
             });
             left -= tokens;
         }
         if left > 0 {
             segments.push(Segment::Unique {
-                key: mix(mix(seed, ROW_STREAM), index),
+                key: mix(mix(mix(seed, content_nonce), ROW_STREAM), index),
                 tokens: left,
             });
         }
@@ -291,7 +295,7 @@ mod tests {
 "#;
 
     fn prompt(trace: &Trace, i: u64) -> String {
-        match trace.task(i, 7, 16).spec {
+        match trace.task(i, 7, 16, 0).spec {
             TaskSpec::Single(call) => render_text(&call.messages[0].segments),
             _ => unreachable!(),
         }
@@ -321,7 +325,7 @@ mod tests {
         // Row 1 is blocks 1 and 2 (16 + 4 tokens): a prefix of row 0.
         assert!(a.starts_with(&b), "{a}\n{b}");
         assert_ne!(a.split_whitespace().next(), c.split_whitespace().next());
-        let call = match trace.task(0, 7, 16).spec {
+        let call = match trace.task(0, 7, 16, 0).spec {
             TaskSpec::Single(call) => call,
             _ => unreachable!(),
         };

@@ -165,3 +165,215 @@ open {
     assert!(card["cr_open"][0]["rps"].is_null());
     assert_eq!(card["open"][0]["invalid"], true);
 }
+
+/// A server that answers every call with two tokens at once and logs each
+/// prompt: its words (text; chat messages joined) or its token ids.
+mod prompt_log {
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::extract::State;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, post};
+    use serde_json::{Value, json};
+
+    use capcard::workload::tokenize::PromptTokenizer;
+
+    #[derive(Default)]
+    pub struct Log {
+        pub prompts: Mutex<Vec<Vec<String>>>,
+        /// Text prompts are split into this tokenizer's tokens, else words.
+        tokenizer: Option<PromptTokenizer>,
+    }
+
+    pub async fn start(tokenizer: Option<PromptTokenizer>) -> (String, Arc<Log>) {
+        let log = Arc::new(Log {
+            tokenizer,
+            ..Log::default()
+        });
+        let app = Router::new()
+            .route(
+                "/v1/models",
+                get(|| async { axum::Json(json!({"data": [{"id": "m"}]})) }),
+            )
+            .route("/v1/completions", post(answer))
+            .route("/v1/chat/completions", post(answer))
+            .with_state(Arc::clone(&log));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/v1"), log)
+    }
+
+    fn units(log: &Log, body: &Value) -> Vec<String> {
+        let split = |text: &str| -> Vec<String> {
+            match &log.tokenizer {
+                Some(t) => t
+                    .ids(text)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(u32::to_string)
+                    .collect(),
+                None => text.split_whitespace().map(str::to_string).collect(),
+            }
+        };
+        if let Some(messages) = body["messages"].as_array() {
+            let text: Vec<&str> = messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .collect();
+            return split(&text.join(" "));
+        }
+        match &body["prompt"] {
+            Value::String(text) => split(text),
+            Value::Array(ids) => ids.iter().map(|id| id.to_string()).collect(),
+            _ => vec![],
+        }
+    }
+
+    async fn answer(State(log): State<Arc<Log>>, body: axum::body::Bytes) -> Response {
+        let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let prompt = units(&log, &body);
+        let prompt_tokens = prompt.len();
+        // The token-id probe's four-id prompts are not workload prompts.
+        if body["max_tokens"] != 1 {
+            log.prompts.lock().unwrap().push(prompt);
+        }
+        let chat = body["messages"].is_array();
+        let piece = |t: &str| {
+            if chat {
+                json!({"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": null}]})
+            } else {
+                json!({"choices": [{"index": 0, "text": t, "finish_reason": null}]})
+            }
+        };
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2, "total_tokens": prompt_tokens + 2}});
+        let stream = format!(
+            "data: {}\n\ndata: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            piece(" a"),
+            piece(" b"),
+            usage
+        );
+        ([("content-type", "text/event-stream")], stream).into_response()
+    }
+}
+
+fn tokenizer_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer-small.json")
+}
+
+/// Run `kdl` through the binary twice (two invocations, each a fresh nonce).
+async fn run_twice(kdl: String, dir: &Path) {
+    let file = dir.join("e.kdl");
+    std::fs::write(&file, kdl).unwrap();
+    for i in 0..2 {
+        let (file, out) = (file.clone(), dir.join(format!("out{i}")));
+        let output = tokio::task::spawn_blocking(move || {
+            capcard()
+                .args(["run", "--quiet", "--out"])
+                .arg(&out)
+                .arg(&file)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[cfg(feature = "tokenizer")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_two_synthetic_prompts_share_their_first_32_tokens_even_across_invocations() {
+    for api in ["chat", "completions"] {
+        for tokenizer in [false, true] {
+            let loaded = tokenizer.then(|| {
+                capcard::workload::tokenize::PromptTokenizer::load(&tokenizer_path()).unwrap()
+            });
+            let (url, log) = prompt_log::start(loaded).await;
+            let tmp = tempfile::tempdir().unwrap();
+            let tokenizer_line = if tokenizer {
+                format!("tokenizer \"{}\"", tokenizer_path().display())
+            } else {
+                String::new()
+            };
+            let kdl = format!(
+                r#"
+experiment "no-reuse" {{ seed 9 }}
+target "t" {{
+    endpoint "{url}"
+    api {api}
+    metrics #false
+    {tokenizer_line}
+}}
+workload "w" {{
+    input-tokens uniform min=40 max=120
+    output-tokens fixed 2
+}}
+closed {{
+    concurrency 1 8
+    requests 100
+}}
+"#
+            );
+            run_twice(kdl, tmp.path()).await;
+            let prompts = log.prompts.lock().unwrap().clone();
+            assert!(prompts.len() >= 400, "{api} {tokenizer}: {}", prompts.len());
+            let mut seen = std::collections::HashSet::new();
+            for p in &prompts {
+                assert!(p.len() >= 32, "{api} tokenizer={tokenizer}: {p:?}");
+                assert!(
+                    seen.insert(p[..32].to_vec()),
+                    "{api} tokenizer={tokenizer}: a repeated 32-token head {:?}",
+                    &p[..32]
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_prefix_shares_exactly_the_declared_tokens() {
+    let (url, log) = prompt_log::start(None).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let kdl = format!(
+        r#"
+experiment "prefix" {{ seed 9 }}
+target "t" {{
+    endpoint "{url}"
+    api completions
+    metrics #false
+}}
+workload "w" {{
+    input-tokens fixed 128
+    output-tokens fixed 2
+    shared-prefix tokens=64 groups=2
+}}
+closed {{
+    concurrency 4
+    requests 60
+}}
+"#
+    );
+    run_twice(kdl, tmp.path()).await;
+    let prompts = log.prompts.lock().unwrap().clone();
+    let common = |a: &[String], b: &[String]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (mut within, mut across) = (0, 0);
+    for (i, a) in prompts.iter().enumerate() {
+        for b in &prompts[i + 1..] {
+            let n = common(a, b);
+            if n >= 64 {
+                within += 1;
+                assert!(n < 72, "only the declared 64 tokens are shared, not {n}");
+            } else {
+                across += 1;
+                assert!(n < 32, "distinct groups or invocations share {n} tokens");
+            }
+        }
+    }
+    assert!(within > 0 && across > 0, "{within} {across}");
+}
