@@ -279,6 +279,7 @@ fn bench(quick: bool) {
         timeout: Duration::from_secs(30),
         http2: false,
         headers: Vec::new(),
+        body: Default::default(),
     };
     let source = |output_tokens| -> Arc<dyn RequestSource> {
         Arc::new(BenchSource {

@@ -32,6 +32,10 @@ fn main() -> miette::Result<()> {
             cost: None,
             metrics: MetricsSource::Auto,
             tokenizer: None,
+            http2: false,
+            headers: vec![],
+            force_length: true,
+            extra_body: Default::default(),
         }],
         workloads: vec![Workload {
             name: "chat".into(),

@@ -187,6 +187,7 @@ pub fn recompute(
             .unwrap_or_default();
         let mut model = None;
         let mut prompt_sizing = None;
+        let mut cache_reset = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
         for journal in &journals {
@@ -198,6 +199,9 @@ pub fn recompute(
             }
             if prompt_sizing.is_none() {
                 prompt_sizing.clone_from(&header.prompt_sizing);
+            }
+            if cache_reset.is_none() {
+                cache_reset.clone_from(&header.prefix_cache_reset);
             }
             if content_nonce.is_none() && header.content_nonce != 0 {
                 content_nonce = Some(header.content_nonce);
@@ -265,6 +269,7 @@ pub fn recompute(
         }
         let mut card = analyze::card::build_card(experiment, target, workload, model, closed, open);
         card.target_info.prompt_sizing = prompt_sizing;
+        card.target_info.prefix_cache_reset = cache_reset;
         cards.push(card);
     }
 

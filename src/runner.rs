@@ -122,6 +122,10 @@ struct LiveTarget {
     token_ids: Option<TokenIdRange>,
     /// Why a `completions` target gets text prompts after all.
     token_id_refusal: Option<String>,
+    /// Text prompts of words the server counts as one token each.
+    words: Option<std::sync::Arc<crate::workload::prompt::WordList>>,
+    /// The server's prefix-cache reset (a path under its root), if it has one.
+    cache_reset: Option<&'static str>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -175,6 +179,7 @@ pub async fn run(
         }
     }
 
+    open_files_for(planned_peak_calls(&experiment), log);
     let content_nonce = if resuming {
         stored_nonce(&folder).unwrap_or(0)
     } else {
@@ -191,7 +196,7 @@ pub async fn run(
         let Some(target) = experiment.target(&card.target) else {
             continue;
         };
-        let prepared = prepare_target(target, experiment.seed).await?;
+        let prepared = prepare_target(target, experiment.seed, log).await?;
         let _ = writeln!(
             log,
             "target {}: {} (model {}; telemetry {}{})",
@@ -286,6 +291,7 @@ async fn drive(
     let options = RunOptions {
         show_progress: request.show_progress,
         cancel: cancel.clone(),
+        prefix_cache_reset: None,
     };
     for card in &selected.cards {
         let (Some(target), Some(workload)) =
@@ -339,7 +345,12 @@ async fn drive(
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
-                    let run = plan::run_at_rate(template, config::RatePerS(rate), experiment.seed);
+                    let run = plan::run_at_rate_of(
+                        template,
+                        config::RatePerS(rate),
+                        experiment.seed,
+                        experiment.open.as_ref(),
+                    );
                     let mut journal =
                         execute(folder, target, workload, &run, invocation, &options, log).await?;
                     let mut summary = folder::summarize_run(folder, &journal, experiment);
@@ -420,13 +431,23 @@ async fn execute(
     });
     let inputs = run_inputs(
         &target.endpoint,
-        target.token_ids,
+        (target.token_ids, target.words.clone()),
         target.tokenizer.clone(),
         (workload, trace),
         run,
         invocation.content_nonce,
     );
-    let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, options).await;
+    let mut options = options.clone();
+    if let Some(reset) = target.cache_reset {
+        options.prefix_cache_reset = exec::client::post_admin(
+            &target.endpoint.base_url,
+            reset,
+            target.endpoint.api_key.as_deref(),
+        )
+        .await
+        .then(|| format!("POST /{reset}"));
+    }
+    let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, &options).await;
     if let Some(scraper) = scraper {
         scraper.stop().await;
     }
@@ -443,7 +464,10 @@ async fn execute(
 /// trace is exhausted or the planned stop is reached, whichever is first.
 fn run_inputs(
     endpoint: &Endpoint,
-    token_ids: Option<TokenIdRange>,
+    (token_ids, words): (
+        Option<TokenIdRange>,
+        Option<std::sync::Arc<crate::workload::prompt::WordList>>,
+    ),
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     (workload, trace): (&config::Workload, Option<&TraceSpec>),
     run: &RunPlan,
@@ -468,6 +492,7 @@ fn run_inputs(
             )
             .with_tokenizer(tokenizer)
             .with_token_id_range(range)
+            .with_word_list(words)
             .with_content_nonce(content_nonce)
             .shared();
             return exec::RunInputs {
@@ -479,10 +504,75 @@ fn run_inputs(
     let source = exec::WorkloadSource::new(workload, run.seed, endpoint.api, completions)
         .with_tokenizer(tokenizer)
         .with_token_id_range(range)
+        .with_word_list(words)
         .with_content_nonce(content_nonce)
         .shared();
     exec::RunInputs::for_run(run, source)
 }
+
+/// The most calls a closed sweep keeps in flight: its top level times the
+/// largest agent fan-out (open loops have no planned peak).
+fn planned_peak_calls(experiment: &Experiment) -> u64 {
+    let top = experiment
+        .closed
+        .as_ref()
+        .and_then(|c| c.levels.iter().max().copied())
+        .unwrap_or(0);
+    let fan_out = experiment
+        .workloads
+        .iter()
+        .filter_map(|w| w.agent.as_ref())
+        .map(|a| a.fan_out.upper_bound().unwrap_or(1.0).max(1.0))
+        .fold(1.0, f64::max);
+    (f64::from(top) * fan_out).ceil() as u64
+}
+
+/// One socket per call in flight: raise the soft limit on open files to the
+/// hard one, and say so when the planned peak would not fit even then
+/// (calls beyond it would fail as `client-limit`, never as the server's).
+#[cfg(unix)]
+fn open_files_for(peak_calls: u64, log: &mut (dyn Write + Send)) {
+    // Sockets plus journals, telemetry and the runtime's own descriptors.
+    const RESERVE: u64 = 64;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own; no other effect.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let hard = limit.rlim_max;
+    if limit.rlim_cur < hard {
+        let raised = libc::rlimit {
+            rlim_cur: hard,
+            rlim_max: hard,
+        };
+        // SAFETY: setrlimit reads the struct; raising the soft limit up to
+        // the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            let _ = writeln!(
+                log,
+                "open files: soft limit raised from {} to {hard}",
+                limit.rlim_cur
+            );
+        }
+    }
+    // rlim_t is u64 on Linux and macOS, narrower on some targets.
+    #[allow(clippy::useless_conversion)]
+    let hard = u64::from(hard);
+    if peak_calls + RESERVE > hard {
+        let _ = writeln!(
+            log,
+            "warning: the closed sweep plans up to {peak_calls} calls in flight, one socket each, \
+             but this process may open only {hard} files: raise the hard limit (ulimit -Hn, \
+             or LimitNOFILE) or calls beyond it fail as client-limit"
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn open_files_for(_peak_calls: u64, _log: &mut (dyn Write + Send)) {}
 
 /// What holds for every run of one `capcard run`.
 #[derive(Debug, Clone, Copy)]
@@ -530,6 +620,7 @@ fn describe_run(run: &RunPlan) -> String {
     let stop = match run.stop {
         StopRule::Duration(d) => plan::human_duration(d.as_secs_f64()),
         StopRule::Requests(n) => format!("{n} requests"),
+        StopRule::TraceEnd => "until the trace ends".to_string(),
     };
     format!(
         "{load}, warmup {} + {stop}",
@@ -551,12 +642,16 @@ fn lengthen(run: &RunPlan, needed: u64, rate: f64) -> RunPlan {
             longer.stop = StopRule::Duration(capped);
         }
         StopRule::Requests(n) => longer.stop = StopRule::Requests(n.max(needed)),
-        StopRule::Duration(_) => {}
+        StopRule::Duration(_) | StopRule::TraceEnd => {}
     }
     longer
 }
 
-async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunError> {
+async fn prepare_target(
+    target: &Target,
+    seed: u64,
+    log: &mut (dyn Write + Send),
+) -> Result<LiveTarget, RunError> {
     let api_key = match &target.api_key_env {
         Some(var) => match std::env::var(var) {
             Ok(v) if !v.is_empty() => Some(v),
@@ -574,6 +669,7 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
         },
         None => None,
     };
+    let headers = resolve_headers(target)?;
     let (base_url, server) = match &target.kind {
         TargetKind::Endpoint { base_url } => (base_url.trim_end_matches('/').to_string(), None),
         TargetKind::Sim { preset, faults } => {
@@ -617,8 +713,23 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
                 message: "GET /models listed no model; set `model` in the target".into(),
             })?,
     };
+    // Scrapes carry the target's credentials and headers: a hosted
+    // endpoint's /metrics is usually behind the same auth as its API.
+    let scrape_headers = {
+        let mut map = reqwest::header::HeaderMap::new();
+        if let Ok(Some(auth)) = exec::client::bearer(api_key.as_deref()) {
+            map.insert(reqwest::header::AUTHORIZATION, auth);
+        }
+        if let Ok(parsed) = exec::client::parse_headers(&headers) {
+            for (name, value) in parsed {
+                map.insert(name, value);
+            }
+        }
+        map
+    };
     let scrape_client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
+        .default_headers(scrape_headers)
         .build()
         .map_err(|e| RunError::Sim {
             target: target.name.clone(),
@@ -652,6 +763,34 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
     } else {
         (None, None)
     };
+    let tokenizer = target.tokenizer.as_ref().and_then(|t| t.loaded.clone());
+    // Text prompts without a local tokenizer: ask the server's own which
+    // words are one token. The simulator counts words already.
+    let needs_text = token_ids.is_none() && tokenizer.is_none();
+    let words = if needs_text && matches!(target.kind, TargetKind::Endpoint { .. }) {
+        calibrate_words(&base_url, &model, api_key.as_deref(), target.timeout, log).await
+    } else {
+        None
+    };
+    // Empty the server's prefix cache before every run where it offers a way,
+    // so no run inherits another's cache; the content nonce covers the rest.
+    let mut cache_reset = None;
+    if matches!(target.kind, TargetKind::Endpoint { .. }) {
+        for path in exec::client::PREFIX_CACHE_RESETS {
+            if exec::client::post_admin(&base_url, path, api_key.as_deref()).await {
+                cache_reset = Some(path);
+                break;
+            }
+        }
+    }
+    let _ = writeln!(
+        log,
+        "  prefix cache: {}",
+        match cache_reset {
+            Some(path) => format!("reset before every run (POST /{path})"),
+            None => "the server offers no reset (vLLM: VLLM_SERVER_DEV_MODE=1); the content nonce keeps prompts new".to_string(),
+        }
+    );
     Ok(LiveTarget {
         endpoint: Endpoint {
             base_url,
@@ -659,16 +798,80 @@ async fn prepare_target(target: &Target, seed: u64) -> Result<LiveTarget, RunErr
             model,
             api_key,
             timeout: target.timeout,
-            http2: false,
-            headers: Vec::new(),
+            http2: target.http2,
+            headers,
+            body: exec::BodyOptions {
+                force_length: target.force_length,
+                extra: target.extra_body.clone(),
+            },
         },
         sim: server,
         metrics_url,
         scrape_client,
-        tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
+        tokenizer,
         token_ids,
         token_id_refusal,
+        words,
+        cache_reset,
     })
+}
+
+/// The target's `header` lines with their values (environment read now).
+fn resolve_headers(target: &Target) -> Result<Vec<(String, String)>, RunError> {
+    target
+        .headers
+        .iter()
+        .map(|h| match &h.value {
+            config::HeaderValueSpec::Literal(v) => Ok((h.name.clone(), v.clone())),
+            config::HeaderValueSpec::Env(var) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => Ok((h.name.clone(), v)),
+                _ => Err(RunError::Usage(
+                    format!(
+                        "target `{}`: header `{}` reads environment variable {var}, which is not set",
+                        target.name, h.name
+                    ),
+                    Some(format!("export {var}=... before running")),
+                )),
+            },
+        })
+        .collect()
+}
+
+/// The server's single-token words, through its tokenize endpoint; `None`
+/// (text sized by the built-in word list) when it has none or it fails.
+async fn calibrate_words(
+    base_url: &str,
+    model: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+    log: &mut (dyn Write + Send),
+) -> Option<std::sync::Arc<crate::workload::prompt::WordList>> {
+    let timeout = timeout.min(Duration::from_secs(10));
+    let endpoint = exec::tokenize::TokenizeEndpoint::find(base_url, model, api_key, timeout)
+        .await
+        .ok()
+        .flatten()?;
+    let Some(calibration) = endpoint.calibrate().await else {
+        let _ = writeln!(
+            log,
+            "  the server's tokenize endpoint answered, but too few prompt words are one token \
+             there: text prompts are sized by words (approximate)"
+        );
+        return None;
+    };
+    let samples: Vec<String> = calibration
+        .samples
+        .iter()
+        .map(|(planned, counted)| format!("{planned}→{counted}"))
+        .collect();
+    let _ = writeln!(
+        log,
+        "  prompts: {} words are one token each by {} (samples planned→counted: {})",
+        calibration.words.len(),
+        calibration.endpoint,
+        samples.join(", ")
+    );
+    Some(std::sync::Arc::new(calibration.words))
 }
 
 /// Whether `url` serves Prometheus text (for `metrics` left at its default).

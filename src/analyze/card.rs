@@ -164,6 +164,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         cost_per_hour: target.cost.as_ref().map(|c| c.per_hour),
         currency: target.cost.as_ref().map(|c| c.currency.clone()),
         prompt_sizing: None,
+        prefix_cache_reset: None,
     }
 }
 
@@ -487,6 +488,10 @@ mod tests {
             }),
             metrics: Default::default(),
             tokenizer: None,
+            http2: false,
+            headers: vec![],
+            force_length: true,
+            extra_body: Default::default(),
         }
     }
 

@@ -275,6 +275,9 @@ pub struct TargetInfo {
     /// How prompt lengths were matched to the plan (from the journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_sizing: Option<String>,
+    /// How the server's prefix cache was reset before runs, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_reset: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -537,6 +537,7 @@ pub(crate) mod tests {
             measure_from_ms,
             content_nonce: 0,
             prompt_sizing: None,
+            prefix_cache_reset: None,
         }
     }
 

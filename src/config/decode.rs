@@ -41,6 +41,28 @@ const TARGET_CHILDREN: &[&str] = &[
     "cost-per-hour",
     "metrics",
     "tokenizer",
+    "http2",
+    "force-length",
+    "extra-body",
+];
+/// Every child a target may have: [`TARGET_CHILDREN`] (at most once each)
+/// and the repeatable ones.
+const TARGET_CHILDREN_ALL: [&str; 15] = [
+    "endpoint",
+    "sim",
+    "api",
+    "model",
+    "api-key-env",
+    "timeout",
+    "hardware",
+    "runtime",
+    "cost-per-hour",
+    "metrics",
+    "tokenizer",
+    "http2",
+    "force-length",
+    "extra-body",
+    "header",
 ];
 const WORKLOAD_CHILDREN: &[&str] = &[
     "input-tokens",
@@ -548,6 +570,30 @@ impl Decoder {
         }
     }
 
+    fn boolean(&mut self, entry: &KdlEntry, what: &str, usage: &str) -> Option<bool> {
+        match entry.value() {
+            KdlValue::Bool(b) => Some(*b),
+            other => {
+                let text = match other {
+                    KdlValue::String(s) => s.as_str(),
+                    _ => "",
+                };
+                let help = if matches!(text, "true" | "false") {
+                    format!("KDL 2 writes booleans as `#{text}`, without quotes")
+                } else {
+                    format!("usage: {usage}")
+                };
+                self.error(
+                    value_span(entry),
+                    "expected #true or #false",
+                    format!("`{what}` expects #true or #false, found {}", found(other)),
+                    Some(help),
+                );
+                None
+            }
+        }
+    }
+
     fn number(&mut self, entry: &KdlEntry, what: &str, usage: &str) -> Option<f64> {
         let value = match entry.value() {
             KdlValue::Integer(i) => *i as f64,
@@ -961,6 +1007,9 @@ impl Decoder {
         let mut metrics = MetricsSource::Auto;
         let mut tokenizer = None;
         let mut timeout = Duration::from_secs(120);
+        let (mut http2, mut force_length) = (false, true);
+        let mut headers = Vec::new();
+        let mut extra_body = serde_json::Map::new();
         let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
 
         for child in children(node) {
@@ -1040,8 +1089,23 @@ impl Decoder {
                         .map(|m| metrics = m)
                 }
                 "tokenizer" => self.tokenizer(child).map(|t| tokenizer = Some(t)),
+                "http2" => {
+                    let usage = "http2 #true";
+                    self.single(child, usage)
+                        .and_then(|e| self.boolean(e, "http2", usage))
+                        .map(|b| http2 = b)
+                }
+                "force-length" => {
+                    let usage = "force-length #false   // send neither ignore_eos nor min_tokens";
+                    self.single(child, usage)
+                        .and_then(|e| self.boolean(e, "force-length", usage))
+                        .map(|b| force_length = b)
+                }
+                // Repeatable: one line per header.
+                "header" => self.header(child).map(|h| headers.push(h)),
+                "extra-body" => self.extra_body(child).map(|m| extra_body = m),
                 _ => {
-                    self.unknown_node(child, Some(node), TARGET_CHILDREN);
+                    self.unknown_node(child, Some(node), &TARGET_CHILDREN_ALL);
                     None
                 }
             };
@@ -1081,7 +1145,120 @@ impl Decoder {
             cost,
             metrics,
             tokenizer,
+            http2,
+            headers,
+            force_length,
+            extra_body,
         })
+    }
+
+    /// `header "name" "value"` or `header "name" env=VAR`.
+    fn header(&mut self, node: &KdlNode) -> Option<HeaderSpec> {
+        let usage = "header \"x-org\" \"my-org\"   // or: header \"x-api-key\" env=MY_KEY";
+        let mut positional = node.entries().iter().filter(|e| e.name().is_none());
+        let env = node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|n| n.value() == "env"));
+        let bad_prop = node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|n| n.value() != "env"));
+        if let Some(entry) = bad_prop {
+            self.error(
+                entry.span(),
+                "unknown property",
+                "`header` takes a name and a value, or a name and `env=`".to_string(),
+                Some(format!("write it as `{usage}`")),
+            );
+            return None;
+        }
+        let name_entry = positional.next();
+        let value_entry = positional.next();
+        let Some(name_entry) = name_entry else {
+            self.error(
+                span_of_name(node),
+                "missing header name",
+                "`header` needs the header's name".to_string(),
+                Some(format!("write it as `{usage}`")),
+            );
+            return None;
+        };
+        let name = self.string(name_entry, "header", usage)?;
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+            || name.is_empty()
+        {
+            self.error(
+                value_span(name_entry),
+                "not a header name",
+                format!("`{name}` is not a valid HTTP header name"),
+                Some("header names are letters, digits and `-`, like `x-api-key`".to_string()),
+            );
+            return None;
+        }
+        let value = match (value_entry, env) {
+            (Some(v), None) => HeaderValueSpec::Literal(self.string(v, "header", usage)?),
+            (None, Some(e)) => HeaderValueSpec::Env(self.string(e, "header", usage)?),
+            (Some(v), Some(_)) => {
+                self.error(
+                    value_span(v),
+                    "value given twice",
+                    "`header` takes a value or `env=`, not both".to_string(),
+                    Some(format!("write it as `{usage}`")),
+                );
+                return None;
+            }
+            (None, None) => {
+                self.error(
+                    span_of_name(node),
+                    "missing header value",
+                    format!("header `{name}` has no value"),
+                    Some(format!("write it as `{usage}`")),
+                );
+                return None;
+            }
+        };
+        Some(HeaderSpec { name, value })
+    }
+
+    /// `extra-body { temperature 0.7; priority 1 }`: one child per field,
+    /// each with one value (string, number, bool or null).
+    fn extra_body(&mut self, node: &KdlNode) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut map = serde_json::Map::new();
+        let mut ok = true;
+        for child in children(node) {
+            let usage = "extra-body { priority 1; chat_template_kwargs_enable_thinking #false }";
+            let Some(entry) = self.single(child, usage) else {
+                ok = false;
+                continue;
+            };
+            let value = match entry.value() {
+                KdlValue::String(s) => serde_json::Value::String(s.clone()),
+                KdlValue::Integer(i) => match i64::try_from(*i) {
+                    Ok(i) => serde_json::Value::from(i),
+                    Err(_) => serde_json::Value::from(*i as f64),
+                },
+                KdlValue::Float(f) => match serde_json::Number::from_f64(*f) {
+                    Some(n) => serde_json::Value::Number(n),
+                    None => {
+                        self.error(
+                            value_span(entry),
+                            "not a JSON number",
+                            "infinities and NaN cannot be sent in JSON".to_string(),
+                            None,
+                        );
+                        ok = false;
+                        continue;
+                    }
+                },
+                KdlValue::Bool(b) => serde_json::Value::Bool(*b),
+                KdlValue::Null => serde_json::Value::Null,
+            };
+            map.insert(child.name().value().to_string(), value);
+        }
+        ok.then_some(map)
     }
 
     /// `tokenizer "tokenizer.json"`; the file is read by [`super::data`].
@@ -2203,7 +2380,10 @@ impl Decoder {
             );
             ok = false;
         }
-        if stop_group.given.is_none() {
+        // A trace knows its own length: without `duration`, a replay lasts it.
+        if stop_group.given.is_none() && trace.is_some() {
+            stop = Some(StopRule::TraceEnd);
+        } else if stop_group.given.is_none() {
             self.missing_stop(node, "120s");
             ok = false;
         }

@@ -82,6 +82,41 @@ pub struct Target {
     /// feature); `None` = the word approximation of [`crate::workload::prompt`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<TokenizerSpec>,
+    /// `http2 #true`: let calls share HTTP/2 connections where the server
+    /// offers it; default HTTP/1.1 with one connection per call in flight.
+    #[serde(default)]
+    pub http2: bool,
+    /// `header "name" "value"` / `header "name" env=VAR`: sent with every
+    /// call, the model probe and telemetry scrapes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderSpec>,
+    /// `force-length #false`: do not send `ignore_eos` / `min_tokens`.
+    #[serde(default = "yes")]
+    pub force_length: bool,
+    /// `extra-body { name value ... }`: fields added to every call's body.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One `header` line of a target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeaderSpec {
+    pub name: String,
+    pub value: HeaderValueSpec,
+}
+
+/// Where a header's value comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeaderValueSpec {
+    /// Written in the file.
+    Literal(String),
+    /// Read from this environment variable at run time (never journaled).
+    Env(String),
 }
 
 /// `tokenizer "tokenizer.json"` on a target.
@@ -270,6 +305,22 @@ pub struct Dist {
 }
 
 impl Dist {
+    /// The largest value a draw can take, when the distribution is bounded
+    /// (a `max=` clamp, or a fixed, uniform or empirical law); `None` for an
+    /// unbounded tail.
+    pub fn upper_bound(&self) -> Option<f64> {
+        let law = match &self.kind {
+            DistKind::Fixed { value } => Some(*value),
+            DistKind::Uniform { max, .. } => Some(*max),
+            DistKind::Empirical { points } => points.iter().map(|p| p.0).reduce(f64::max),
+            _ => None,
+        };
+        match (law, self.max) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     pub fn fixed(v: f64) -> Self {
         Dist {
             kind: DistKind::Fixed { value: v },
@@ -413,6 +464,10 @@ pub enum StopRule {
     Duration(Duration),
     /// Number of measured requests (calls) to complete.
     Requests(u64),
+    /// Open loop on an arrival trace without `duration`/`requests`: the run
+    /// lasts the trace. Only in [`OpenSpec::stop`]; the plan turns it into
+    /// the duration of each replay ([`OpenSpec::stop_at`]).
+    TraceEnd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -459,6 +514,27 @@ pub struct OpenSpec {
     /// (then `arrival` is [`Arrival::Trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSpec>,
+}
+
+impl OpenSpec {
+    /// How a run at `rate` stops. A trace replay without `duration` or
+    /// `requests` lasts the trace: its span at the run's speedup, less the
+    /// warmup (which the trace's first part fills), at least one second.
+    pub fn stop_at(&self, rate: f64) -> StopRule {
+        match (&self.stop, &self.trace) {
+            (
+                StopRule::TraceEnd,
+                Some(TraceSpec {
+                    data: Some(trace), ..
+                }),
+            ) => {
+                let span_s = trace.span_s() / trace.speedup_for_rate(rate).max(1e-9);
+                let measured = (span_s - self.warmup.as_secs_f64()).max(1.0);
+                StopRule::Duration(Duration::from_secs_f64(measured.ceil()))
+            }
+            (stop, _) => *stop,
+        }
+    }
 }
 
 /// `arrival trace "data/trace.jsonl" speedup=2 block-tokens=512`.

@@ -513,6 +513,27 @@ pub(crate) fn parse_model_ids(body: &[u8]) -> Option<Vec<String>> {
         .collect()
 }
 
+/// The ways engines offer to empty their prefix cache: vLLM (with
+/// `VLLM_SERVER_DEV_MODE=1`) and SGLang.
+pub const PREFIX_CACHE_RESETS: [&str; 2] = ["reset_prefix_cache", "flush_cache"];
+
+/// `POST {root}/{path}` (root = `base_url` without `/v1`); whether it
+/// answered 2xx. Used to find and to use a server's prefix-cache reset.
+pub async fn post_admin(base_url: &str, path: &str, api_key: Option<&str>) -> bool {
+    let root = base_url.trim_end_matches('/').trim_end_matches("/v1");
+    let Ok(client) = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+    else {
+        return false;
+    };
+    let mut request = client.post(format!("{root}/{path}"));
+    if let Ok(Some(auth)) = bearer(api_key) {
+        request = request.header(AUTHORIZATION, auth);
+    }
+    request.send().await.is_ok_and(|r| r.status().is_success())
+}
+
 /// What the token-id probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenIdSupport {

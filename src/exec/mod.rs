@@ -78,6 +78,7 @@ pub mod sse;
 pub mod stream;
 pub mod telemetry;
 mod timer;
+pub mod tokenize;
 mod transport;
 
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ pub use record::{
     ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, TaskRecord, TokenSource,
 };
 pub use request::{
-    ChatMessage, CompletionsPrompt, Prompt, RequestSource, TraceSource, WorkloadSource,
+    BodyOptions, ChatMessage, CompletionsPrompt, Prompt, RequestSource, TraceSource, WorkloadSource,
 };
 pub use runner::DISPATCH_LEAD;
 
@@ -116,6 +117,8 @@ pub struct Endpoint {
     pub http2: bool,
     /// Extra headers sent with every call (`header "name" "value"`).
     pub headers: Vec<(String, String)>,
+    /// Fields dropped from or added to every call's body.
+    pub body: BodyOptions,
 }
 
 /// How a run is carried out (not what it measures).
@@ -125,6 +128,9 @@ pub struct RunOptions {
     pub show_progress: bool,
     /// Cancelled by the runner on Ctrl-C: the run stops and is marked interrupted.
     pub cancel: CancellationToken,
+    /// How the server's prefix cache was reset before this run, if it was
+    /// (journaled, for the card).
+    pub prefix_cache_reset: Option<String>,
 }
 
 /// What makes a run impossible. Endpoint failures during a run are not

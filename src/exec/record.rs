@@ -37,6 +37,10 @@ pub struct RunHeader {
     /// words), as the card states it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_sizing: Option<String>,
+    /// How the server's prefix cache was emptied before the run
+    /// (`POST /reset_prefix_cache`); `None`: the server offers no way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_reset: Option<String>,
 }
 
 /// One LLM call.

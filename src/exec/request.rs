@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
-use crate::workload::prompt::TokenIdRange;
+use crate::workload::prompt::{TokenIdRange, WordList};
 use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
@@ -91,6 +91,9 @@ pub struct WorkloadSource {
     /// Where synthetic token-id prompts draw their ids from.
     token_ids: TokenIdRange,
     content_nonce: u64,
+    /// Words the server's own tokenizer counts as one token each (from its
+    /// tokenize endpoint): exact text sizing without a local tokenizer.
+    words: Option<Arc<WordList>>,
 }
 
 impl WorkloadSource {
@@ -107,7 +110,15 @@ impl WorkloadSource {
             tokenizer: None,
             token_ids: TokenIdRange::DEFAULT,
             content_nonce: 0,
+            words: None,
         }
+    }
+
+    /// Size synthetic text with `words` (see [`WordList`]); a tokenizer,
+    /// when there is one, still takes precedence.
+    pub fn with_word_list(mut self, words: Option<Arc<WordList>>) -> Self {
+        self.words = words;
+        self
     }
 
     /// Draw prompt content with `nonce` (see [`TaskGenerator::with_content_nonce`]).
@@ -163,6 +174,11 @@ impl RequestSource for WorkloadSource {
                 "token ids {}..={} inside the model's vocabulary (exact)",
                 self.token_ids.min, self.token_ids.max
             ),
+            (None, _, _) if self.words.is_some() => format!(
+                "text of {} words the server's tokenize endpoint counts as one token each \
+                 (exact for the content; chat templates and BOS come on top)",
+                self.words.as_ref().map_or(0, |w| w.len())
+            ),
             (None, _, _) => "text sized by words, one common English word per token \
                              (approximate; the server's usage is the truth)"
                 .to_string(),
@@ -172,6 +188,24 @@ impl RequestSource for WorkloadSource {
     fn render(&self, call: &CallSpec) -> Prompt {
         if let Some(tokenizer) = &self.tokenizer {
             return render_with(tokenizer, self.api, self.completions_prompt, call);
+        }
+        let token_ids =
+            self.api == Api::Completions && self.completions_prompt == CompletionsPrompt::TokenIds;
+        if let Some(words) = &self.words
+            && !token_ids
+        {
+            return match self.api {
+                Api::Chat => Prompt::Chat(
+                    call.messages
+                        .iter()
+                        .map(|m| ChatMessage {
+                            role: role_name(m.role),
+                            content: words.render_text(&m.segments),
+                        })
+                        .collect(),
+                ),
+                Api::Completions => Prompt::Text(words.render_flat_text(&call.messages)),
+            };
         }
         match (self.api, self.completions_prompt) {
             (Api::Chat, _) => Prompt::Chat(
@@ -270,6 +304,12 @@ impl TraceSource {
         self
     }
 
+    /// See [`WorkloadSource::with_word_list`].
+    pub fn with_word_list(mut self, words: Option<Arc<WordList>>) -> Self {
+        self.renderer = self.renderer.with_word_list(words);
+        self
+    }
+
     pub fn shared(self) -> Arc<dyn RequestSource> {
         Arc::new(self)
     }
@@ -337,17 +377,52 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt: Option<PromptField<'a>>,
     max_tokens: u32,
-    min_tokens: u32,
-    ignore_eos: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
     temperature: f64,
     stream: bool,
     stream_options: StreamOptions,
 }
 
+/// What a target changes in every call's body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BodyOptions {
+    /// Send vLLM's and SGLang's `ignore_eos` and `min_tokens` to force the
+    /// planned output length (`force-length #false` on the target turns them
+    /// off, for services that reject unknown fields; shorter outputs are then
+    /// counted and shown).
+    pub force_length: bool,
+    /// `extra-body { ... }`: top-level fields added to every body, after
+    /// capcard's own (a field named here replaces capcard's).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Default for BodyOptions {
+    fn default() -> Self {
+        BodyOptions {
+            force_length: true,
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
+/// [`build_body_with`] with the default options.
+pub fn build_body(api: Api, model: &str, prompt: &Prompt, max_tokens: u32) -> Bytes {
+    build_body_with(api, model, prompt, max_tokens, &BodyOptions::default())
+}
+
 /// The JSON body of one streaming call. A prompt of the other API's shape is
 /// adapted (messages joined for `completions`, text as one user message for
 /// `chat`), so a custom [`RequestSource`] cannot produce an invalid body.
-pub fn build_body(api: Api, model: &str, prompt: &Prompt, max_tokens: u32) -> Bytes {
+pub fn build_body_with(
+    api: Api,
+    model: &str,
+    prompt: &Prompt,
+    max_tokens: u32,
+    options: &BodyOptions,
+) -> Bytes {
     let joined;
     let (messages, prompt_field) = match (api, prompt) {
         (Api::Chat, Prompt::Chat(messages)) => (Some(messages.clone()), None),
@@ -384,8 +459,8 @@ pub fn build_body(api: Api, model: &str, prompt: &Prompt, max_tokens: u32) -> By
         messages,
         prompt: prompt_field,
         max_tokens,
-        min_tokens: max_tokens,
-        ignore_eos: true,
+        min_tokens: options.force_length.then_some(max_tokens),
+        ignore_eos: options.force_length.then_some(true),
         temperature: 0.0,
         stream: true,
         stream_options: StreamOptions {
@@ -393,7 +468,16 @@ pub fn build_body(api: Api, model: &str, prompt: &Prompt, max_tokens: u32) -> By
         },
     };
     // Invariant: a struct of strings, numbers and bools always serializes.
-    Bytes::from(serde_json::to_vec(&body).expect("request body serializes"))
+    if options.extra.is_empty() {
+        return Bytes::from(serde_json::to_vec(&body).expect("request body serializes"));
+    }
+    let mut value = serde_json::to_value(&body).expect("request body serializes");
+    if let Some(map) = value.as_object_mut() {
+        for (key, extra) in &options.extra {
+            map.insert(key.clone(), extra.clone());
+        }
+    }
+    Bytes::from(serde_json::to_vec(&value).expect("request body serializes"))
 }
 
 #[cfg(test)]
@@ -403,6 +487,26 @@ mod tests {
 
     fn parse(b: &Bytes) -> Value {
         serde_json::from_slice(b).unwrap()
+    }
+
+    #[test]
+    fn targets_can_drop_the_extensions_and_add_fields() {
+        let options = BodyOptions {
+            force_length: false,
+            extra: serde_json::from_str(r#"{"temperature": 0.7, "priority": 2}"#).unwrap(),
+        };
+        let body = parse(&build_body_with(
+            Api::Chat,
+            "m",
+            &Prompt::Text("t".into()),
+            9,
+            &options,
+        ));
+        assert_eq!(body.get("ignore_eos"), None);
+        assert_eq!(body.get("min_tokens"), None);
+        assert_eq!(body["max_tokens"], 9);
+        assert_eq!(body["temperature"], 0.7, "a field named in extra-body wins");
+        assert_eq!(body["priority"], 2);
     }
 
     #[test]

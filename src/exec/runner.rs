@@ -17,7 +17,7 @@ use super::client::{self, CallEnv, HttpTarget};
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
-use super::request::{RequestSource, api_path, build_body};
+use super::request::{BodyOptions, RequestSource, api_path, build_body_with};
 use super::stream::{CallId, ms_since, round_us};
 use super::timer::PreciseTimer;
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
@@ -40,6 +40,7 @@ struct Ctx {
     target: HttpTarget,
     api: Api,
     model: String,
+    body_options: BodyOptions,
     source: Arc<dyn RequestSource>,
     t0: Instant,
     measure_from: Instant,
@@ -50,6 +51,8 @@ struct Ctx {
     live: Arc<Live>,
     /// Closed loop: a task's first call is sent the moment its slot is free.
     closed: bool,
+    /// Render bodies on the blocking pool (the source has a tokenizer).
+    render_off_thread: bool,
     timer: PreciseTimer,
 }
 
@@ -65,28 +68,50 @@ impl Ctx {
         ms_since(self.t0, t)
     }
 
-    fn body(&self, call: &CallSpec) -> Bytes {
-        build_body(
+    fn body_now(&self, call: &CallSpec) -> Bytes {
+        build_body_with(
             self.api,
             &self.model,
             &self.source.render(call),
             call.output_tokens,
+            &self.body_options,
         )
     }
 
+    /// A call's body. With a tokenizer, rendering (encoding and re-encoding
+    /// text to hit exact lengths: milliseconds for long prompts) runs on
+    /// the blocking pool, never on the runtime threads that timestamp
+    /// streams; word and token-id rendering takes microseconds and stays.
+    async fn body(self: &Arc<Self>, call: &CallSpec) -> Bytes {
+        if !self.render_off_thread {
+            return self.body_now(call);
+        }
+        let (ctx, owned) = (Arc::clone(self), call.clone());
+        match tokio::task::spawn_blocking(move || ctx.body_now(&owned)).await {
+            Ok(body) => body,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled only at runtime shutdown; render here then.
+            Err(_) => self.body_now(call),
+        }
+    }
+
     /// Bodies of the task's first call (or first agent step's calls).
-    fn prepare_first(&self, spec: &TaskSpec) -> Vec<Bytes> {
-        match spec {
-            TaskSpec::Single(call) => vec![self.body(call)],
-            TaskSpec::Conversation { turns } => turns
-                .first()
-                .map(|t| vec![self.body(&t.call)])
-                .unwrap_or_default(),
+    async fn prepare_first(self: &Arc<Self>, spec: &TaskSpec) -> Vec<Bytes> {
+        let calls: Vec<&CallSpec> = match spec {
+            TaskSpec::Single(call) => vec![call],
+            TaskSpec::Conversation { turns } => {
+                turns.first().map(|t| &t.call).into_iter().collect()
+            }
             TaskSpec::Agent { steps } => steps
                 .first()
-                .map(|s| s.calls.iter().map(|c| self.body(c)).collect())
+                .map(|s| s.calls.iter().collect())
                 .unwrap_or_default(),
+        };
+        let mut bodies = Vec::with_capacity(calls.len());
+        for call in calls {
+            bodies.push(self.body(call).await);
         }
+        bodies
     }
 
     fn emit(&self, line: JournalLine) {
@@ -141,7 +166,7 @@ impl Ctx {
 
     /// Run a whole task whose first call is scheduled at `start` (closed
     /// loop: `start` is now, and the first call is sent without delay).
-    async fn run_task(&self, task: Task, first: Vec<Bytes>, start: Instant) {
+    async fn run_task(self: &Arc<Self>, task: Task, first: Vec<Bytes>, start: Instant) {
         let index = task.index;
         let first_at = (!self.closed).then_some(start);
         let mut first = first.into_iter();
@@ -153,22 +178,22 @@ impl Ctx {
         let mut task_start = start;
         match &task.spec {
             TaskSpec::Single(call) => {
-                let body = first.next().unwrap_or_else(|| self.body(call));
+                let body = match first.next() {
+                    Some(body) => body,
+                    None => self.body(call).await,
+                };
                 self.call(index, 0, call, body, first_at).await;
                 return;
             }
             TaskSpec::Conversation { turns } => {
                 for (k, turn) in turns.iter().enumerate() {
-                    let (scheduled, body) = if k == 0 {
-                        (
-                            first_at,
-                            first.next().unwrap_or_else(|| self.body(&turn.call)),
-                        )
-                    } else {
-                        (
+                    let (scheduled, body) = match (k, first.next()) {
+                        (0, Some(body)) => (first_at, body),
+                        (0, None) => (first_at, self.body(&turn.call).await),
+                        _ => (
                             Some(last_end + turn.think_time_before),
-                            self.body(&turn.call),
-                        )
+                            self.body(&turn.call).await,
+                        ),
                     };
                     let Some(outcome) = self
                         .call(index, k as u32, &turn.call, body, scheduled)
@@ -191,14 +216,14 @@ impl Ctx {
                 // step's in closed loop (their sends are microseconds apart).
                 let mut step_start = Some(start);
                 for (k, step) in steps.iter().enumerate() {
-                    let bodies: Vec<Bytes> = if k == 0 {
-                        step.calls
-                            .iter()
-                            .map(|c| first.next().unwrap_or_else(|| self.body(c)))
-                            .collect()
-                    } else {
-                        step.calls.iter().map(|c| self.body(c)).collect()
-                    };
+                    let mut bodies: Vec<Bytes> = Vec::with_capacity(step.calls.len());
+                    for c in &step.calls {
+                        let body = match (k, first.next()) {
+                            (0, Some(body)) => body,
+                            _ => self.body(c).await,
+                        };
+                        bodies.push(body);
+                    }
                     let calls_of_step =
                         step.calls
                             .iter()
@@ -261,7 +286,7 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
         }
         let index = state.next_index.fetch_add(1, Ordering::Relaxed);
         let task = ctx.source.task(index);
-        let first = ctx.prepare_first(&task.spec);
+        let first = ctx.prepare_first(&task.spec).await;
         // The slot's start instant is taken after rendering, so the render is
         // not part of the measured latency.
         let now = Instant::now();
@@ -338,7 +363,7 @@ async fn dispatch_open(
         arrivals_ms.push(ms_since(ctx.t0, at));
         let task_ctx = Arc::clone(ctx);
         tasks.spawn(async move {
-            let first = task_ctx.prepare_first(&task.spec);
+            let first = task_ctx.prepare_first(&task.spec).await;
             task_ctx.run_task(task, first, at).await;
         });
         while let Some(result) = tasks.try_join_next() {
@@ -430,6 +455,7 @@ pub(crate) async fn run(
         timeout: endpoint.timeout,
         tokenizer: source.tokenizer(),
     };
+    let target_has_tokenizer = target.tokenizer.is_some();
     let (journal_tx, writer) = journal::spawn_writer(journal_path)?;
 
     let started_at = journal::rfc3339_utc(SystemTime::now());
@@ -443,6 +469,7 @@ pub(crate) async fn run(
         measure_from_ms,
         content_nonce: source.content_nonce(),
         prompt_sizing: source.prompt_sizing(),
+        prefix_cache_reset: options.prefix_cache_reset.clone(),
     })));
 
     let user_cancel = options.cancel.clone();
@@ -451,13 +478,14 @@ pub(crate) async fn run(
     let done = CancellationToken::new();
     let planned_end = match run.stop {
         StopRule::Duration(d) => Some(measure_from + d),
-        StopRule::Requests(_) => None,
+        StopRule::Requests(_) | StopRule::TraceEnd => None,
     };
     let live = Arc::new(Live::default());
     let ctx = Arc::new(Ctx {
         target,
         api: endpoint.api,
         model: endpoint.model.clone(),
+        body_options: endpoint.body.clone(),
         source,
         t0,
         measure_from,
@@ -467,6 +495,7 @@ pub(crate) async fn run(
         journal: journal_tx.clone(),
         live: Arc::clone(&live),
         closed: concurrency.is_some(),
+        render_off_thread: target_has_tokenizer,
         timer: PreciseTimer::start(),
     });
 
@@ -490,6 +519,8 @@ pub(crate) async fn run(
         let total = match run.stop {
             StopRule::Duration(d) => ProgressTotal::Time(run.warmup + d),
             StopRule::Requests(n) => ProgressTotal::Requests(n),
+            // Plans give trace replays their duration; a bare one shows time.
+            StopRule::TraceEnd => ProgressTotal::Time(run.warmup),
         };
         spawn_progress(&run.id, total, Arc::clone(&live), t0, done.clone())
     });
@@ -503,7 +534,7 @@ pub(crate) async fn run(
                 planned_end,
                 request_limit: match run.stop {
                     StopRule::Requests(n) => Some(n),
-                    StopRule::Duration(_) => None,
+                    StopRule::Duration(_) | StopRule::TraceEnd => None,
                 },
             });
             let mut slots = JoinSet::new();
@@ -556,7 +587,7 @@ pub(crate) async fn run(
             };
             WindowEnd::At(ctx.ms(end))
         }
-        StopRule::Requests(_) => WindowEnd::LastMeasuredCompletion,
+        StopRule::Requests(_) | StopRule::TraceEnd => WindowEnd::LastMeasuredCompletion,
     };
     let _ = journal_tx.send(WriterMsg::Finish(FooterPlan {
         measure_from_ms,

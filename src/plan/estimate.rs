@@ -110,6 +110,8 @@ pub fn measured_s(stop: StopRule, load: &Load, profile: &WorkloadProfile) -> f64
     let requests = match stop {
         StopRule::Duration(duration) => return duration.as_secs_f64(),
         StopRule::Requests(requests) => requests as f64,
+        // Plans replace it with the replay's duration (OpenSpec::stop_at).
+        StopRule::TraceEnd => return 0.0,
     };
     let calls_per_s = match *load {
         Load::Concurrency { concurrency } => {

@@ -171,6 +171,21 @@ pub fn run_seed(experiment_seed: u64, workload: &str, load: &Load) -> u64 {
 }
 
 /// The run a Cr_open search makes at `rate`, from the search's template.
+/// `template` at `rate`; a trace replay that lasts the trace (`open` has no
+/// `duration`) gets the duration of the replay at that rate.
+pub fn run_at_rate_of(
+    template: &RunPlan,
+    rate: RatePerS,
+    experiment_seed: u64,
+    open: Option<&crate::config::OpenSpec>,
+) -> RunPlan {
+    let mut run = run_at_rate(template, rate, experiment_seed);
+    if let Some(open) = open {
+        run.stop = open.stop_at(rate.0);
+    }
+    run
+}
+
 pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> RunPlan {
     let arrival = match template.load {
         Load::Rate { arrival, .. } => arrival,
@@ -265,7 +280,7 @@ fn card_plan(
                         arrival: spec.arrival,
                     },
                     spec.warmup,
-                    spec.stop,
+                    spec.stop_at(rate.0),
                 )
             };
             match &spec.rates {
@@ -310,6 +325,59 @@ fn card_plan(
 }
 
 #[cfg(test)]
+mod trace_stop_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::config::{Arrival, OpenSpec, RatePerS, RateSelection, StopRule, TraceSpec};
+
+    #[test]
+    fn a_replay_without_duration_lasts_the_trace_at_its_speed() {
+        let rows: String = (0..11)
+            .map(|i| format!("{{\"timestamp\": {}, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": []}}\n", i * 1000))
+            .collect();
+        let trace = crate::workload::trace::parse_trace(&rows, "t").unwrap();
+        assert_eq!(trace.span_s(), 10.0);
+        let open = OpenSpec {
+            arrival: Arrival::Trace,
+            rates: RateSelection::Grid {
+                rates: vec![RatePerS(1.1)],
+            },
+            stop: StopRule::TraceEnd,
+            warmup: Duration::from_secs(2),
+            trace: Some(TraceSpec {
+                path: "t".into(),
+                span: None,
+                speedup: None,
+                speedup_span: None,
+                block_tokens: 16,
+                data: Some(Arc::new(trace.clone())),
+            }),
+        };
+        let mean = trace.mean_rate_per_s();
+        // Speedup 1: 10 s of trace, 2 of them warmup.
+        assert_eq!(
+            open.stop_at(mean),
+            StopRule::Duration(Duration::from_secs(8))
+        );
+        // Speedup 2: 5 s, 3 measured.
+        assert_eq!(
+            open.stop_at(2.0 * mean),
+            StopRule::Duration(Duration::from_secs(3))
+        );
+        // A declared duration is kept.
+        let fixed = OpenSpec {
+            stop: StopRule::Duration(Duration::from_secs(30)),
+            ..open
+        };
+        assert_eq!(
+            fixed.stop_at(mean),
+            StopRule::Duration(Duration::from_secs(30))
+        );
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{
@@ -334,6 +402,10 @@ mod tests {
             cost: None,
             metrics: Default::default(),
             tokenizer: None,
+            http2: false,
+            headers: vec![],
+            force_length: true,
+            extra_body: Default::default(),
         }
     }
 

@@ -195,7 +195,19 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 format!("rates {} {unit}{arrival}", rates.join(" ")),
             ]);
             if let Some(first) = runs.first() {
-                rows.push(["".into(), "".into(), "".into(), per_run(first, "rate")]);
+                let same_stop = runs.iter().all(|r| r.stop == first.stop);
+                let line = if same_stop {
+                    per_run(first, "rate")
+                } else {
+                    // Trace replays: each lasts the trace at its own speed.
+                    let lengths: Vec<String> = runs.iter().map(measured_words).collect();
+                    format!(
+                        "warmup {} + the trace's length per rate ({})",
+                        human_duration(first.warmup.as_secs_f64()),
+                        lengths.join(", ")
+                    )
+                };
+                rows.push(["".into(), "".into(), "".into(), line]);
             }
         }
         OpenPlan::Search {
@@ -268,11 +280,16 @@ fn has_requests_stop(plan: &Plan) -> bool {
 }
 
 /// `warmup 10s + 1m per level` / `warmup 10s + 400 requests per rate`.
-fn per_run(run: &RunPlan, what: &str) -> String {
-    let measured = match run.stop {
+fn measured_words(run: &RunPlan) -> String {
+    match run.stop {
         StopRule::Duration(d) => human_duration(d.as_secs_f64()),
         StopRule::Requests(n) => format!("{n} requests"),
-    };
+        StopRule::TraceEnd => "the trace".to_string(),
+    }
+}
+
+fn per_run(run: &RunPlan, what: &str) -> String {
+    let measured = measured_words(run);
     format!(
         "warmup {} + {measured} per {what}",
         human_duration(run.warmup.as_secs_f64())

@@ -50,6 +50,7 @@ pub struct ConditionsView {
     pub cost_per_hour: Option<f64>,
     pub currency: Option<String>,
     pub prompt_sizing: Option<String>,
+    pub prefix_cache_reset: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
     pub arrival: Option<String>,
     pub arrival_words: Option<String>,
@@ -246,6 +247,9 @@ pub struct CardView {
     /// Runs where most calls failed, in one sentence with counts by class;
     /// shown under Status and first in the Reading. `None`: every run valid.
     pub invalid: Option<String>,
+    /// Prefix-cache hits in the server's telemetry that the workload does not
+    /// explain (it declares no reuse): shown under Status.
+    pub unexplained_cache_hits: Option<String>,
     /// Server-side telemetry; `None` when no run has any (the card then
     /// renders exactly as without telemetry support).
     pub telemetry: Option<TelemetryView>,
@@ -610,6 +614,45 @@ fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
     rows
 }
 
+/// Hit rates above this in a workload that declares no reuse are flagged.
+const UNEXPLAINED_HIT_RATE: f64 = 0.02;
+
+/// The warning about prefix-cache hits the workload does not explain: it
+/// declares no shared prefix, conversation, agent context, dataset or trace,
+/// so every prompt is new and a hit means the server had seen it (an earlier
+/// run with the same nonce, or other traffic): latencies are optimistic.
+fn unexplained_cache_hits(card: &Card) -> Option<String> {
+    let w = &card.workload_profile;
+    let declares_reuse = w.shared_prefix.is_some()
+        || w.conversation.is_some()
+        || w.agent.is_some()
+        || w.dataset.is_some()
+        || card.arrival.as_deref() == Some("trace");
+    if declares_reuse {
+        return None;
+    }
+    let hits: Vec<String> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter_map(|r| {
+            let rate = r.server.as_ref()?.prefix_cache_hit_rate?;
+            (rate > UNEXPLAINED_HIT_RATE).then(|| format!("{} {:.0}%", r.run_id, rate * 100.0))
+        })
+        .collect();
+    if hits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "The server served prompt tokens from its prefix cache ({}) although the workload \
+         `{}` declares no reuse: it had seen these prompts before (the same content nonce \
+         re-run, or other traffic), so TTFT here is optimistic. Re-run on a fresh server, or \
+         without `--nonce`.",
+        hits.join(", "),
+        card.workload
+    ))
+}
+
 /// The sentence about invalid runs (most calls failed), if any.
 fn invalid_runs(card: &Card) -> Option<String> {
     let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
@@ -877,6 +920,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         hardware: info.hardware.clone(),
         runtime: info.runtime.clone(),
         prompt_sizing: info.prompt_sizing.clone(),
+        prefix_cache_reset: info.prefix_cache_reset.clone(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),
@@ -951,6 +995,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .collect(),
         reading: String::new(),
         invalid: invalid_runs(card),
+        unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry: None,
     };
     view.reading = reading(card, &view);
@@ -1149,6 +1194,27 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn cache_hits_the_workload_does_not_explain_are_flagged() {
+        let mut card = empty_card();
+        let mut run = closed_run(1, 10.0, 50);
+        run.server = Some(crate::analyze::telemetry::ServerSignals {
+            prefix_cache_hit_rate: Some(0.53),
+            ..Default::default()
+        });
+        card.closed = vec![run, closed_run(2, 20.0, 50)];
+        let view = card_view(&report_with(card.clone()), &card);
+        let warning = view.unexplained_cache_hits.expect("flagged");
+        assert!(warning.contains("c1 53%"), "{warning}");
+        // A declared shared prefix explains hits.
+        card.workload_profile.shared_prefix = Some(crate::config::SharedPrefix {
+            tokens: 64,
+            groups: 2,
+        });
+        let view = card_view(&report_with(card.clone()), &card);
+        assert_eq!(view.unexplained_cache_hits, None);
     }
 
     #[test]

@@ -145,12 +145,74 @@ pub fn render_flat_text(messages: &[Message]) -> String {
 
 /// Append one segment's text (the word approximation) to `text`.
 pub(crate) fn push_text(text: &mut String, segment: &Segment) {
+    push_text_with(text, segment, &VOCABULARY);
+}
+
+/// Append one segment's text made of `words` (each with its leading space).
+fn push_text_with<W: AsRef<str>>(text: &mut String, segment: &Segment, words: &[W]) {
     if let Segment::Text { text: verbatim, .. } = segment {
         text.push_str(verbatim);
         return;
     }
-    for symbol in Symbols::new(segment, VOCABULARY.len() as u64) {
-        text.push_str(VOCABULARY[symbol as usize]);
+    for symbol in Symbols::new(segment, words.len() as u64) {
+        text.push_str(words[symbol as usize].as_ref());
+    }
+}
+
+/// The words of [`VOCABULARY`] that one server's tokenizer counts as exactly
+/// one token each (found through its tokenize endpoint): text made of them is
+/// `n` tokens for `n` words on that server, whatever its vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WordList {
+    words: Vec<&'static str>,
+}
+
+impl WordList {
+    /// Fewest words a list may have: fewer would make prompts repetitive
+    /// enough for a prefix cache to find shared blocks by chance.
+    pub const MIN_WORDS: usize = 256;
+
+    /// The words whose count in `counts` (by index into [`VOCABULARY`]) is
+    /// exactly one; `None` when fewer than [`Self::MIN_WORDS`] are.
+    pub fn single_token_words(counts: &[Option<usize>]) -> Option<WordList> {
+        let words: Vec<&'static str> = VOCABULARY
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| **n == Some(1))
+            .map(|(w, _)| *w)
+            .collect();
+        (words.len() >= Self::MIN_WORDS).then_some(WordList { words })
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Like [`render_text`], with these words.
+    pub fn render_text(&self, segments: &[Segment]) -> String {
+        let mut text = String::new();
+        for segment in segments {
+            push_text_with(&mut text, segment, &self.words);
+        }
+        text
+    }
+
+    /// Like [`render_flat_text`], with these words.
+    pub fn render_flat_text(&self, messages: &[Message]) -> String {
+        let mut text = String::new();
+        for (i, message) in messages.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            for segment in &message.segments {
+                push_text_with(&mut text, segment, &self.words);
+            }
+        }
+        text
     }
 }
 
@@ -1253,6 +1315,25 @@ mod tests {
 
     fn words(text: &str) -> Vec<&str> {
         text.split_whitespace().collect()
+    }
+
+    #[test]
+    fn word_lists_keep_the_single_token_words() {
+        let mut counts = vec![Some(2); VOCABULARY.len()];
+        assert_eq!(WordList::single_token_words(&counts), None);
+        for n in counts.iter_mut().step_by(2) {
+            *n = Some(1);
+        }
+        let list = WordList::single_token_words(&counts).unwrap();
+        assert_eq!(list.len(), 512);
+        let text = list.render_text(&[Segment::Unique {
+            key: 5,
+            tokens: 300,
+        }]);
+        assert_eq!(text.split_whitespace().count(), 300);
+        let allowed: std::collections::HashSet<&str> =
+            VOCABULARY.iter().step_by(2).map(|w| w.trim()).collect();
+        assert!(text.split_whitespace().all(|w| allowed.contains(w)));
     }
 
     #[test]

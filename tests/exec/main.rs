@@ -116,6 +116,7 @@ fn endpoint(addr: std::net::SocketAddr, scenario: &str, timeout: Duration) -> En
         timeout,
         http2: false,
         headers: Vec::new(),
+        body: Default::default(),
     }
 }
 
@@ -152,6 +153,7 @@ fn quiet() -> RunOptions {
     RunOptions {
         show_progress: false,
         cancel: CancellationToken::new(),
+        prefix_cache_reset: None,
     }
 }
 
@@ -722,6 +724,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
     let options = RunOptions {
         show_progress: true,
         cancel: CancellationToken::new(),
+        prefix_cache_reset: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

@@ -528,3 +528,61 @@ closed { concurrency 1; duration "1s" }
         "{report}"
     );
 }
+
+// ------------------------------------------------------------------ hosted-API target options
+
+#[test]
+fn hosted_api_options_decode() {
+    let source = r#"
+target "hosted" {
+    endpoint "https://api.example.com/v1"
+    api-key-env OPENAI_API_KEY
+    http2 #true
+    force-length #false
+    header "x-org" "capacity-team"
+    header "x-api-key" env=EXAMPLE_KEY
+    extra-body {
+        temperature 0.7
+        priority 2
+        user "capcard"
+        logprobs #false
+    }
+}
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1 2 4; duration "5s" }
+"#;
+    let experiment = config::parse(source, Path::new("hosted.kdl"))
+        .unwrap_or_else(|err| panic!("{}", render(&err)));
+    let target = &experiment.targets[0];
+    assert!(target.http2);
+    assert!(!target.force_length);
+    assert_eq!(target.headers.len(), 2);
+    assert_eq!(
+        target.headers[1].value,
+        config::HeaderValueSpec::Env("EXAMPLE_KEY".into())
+    );
+    assert_eq!(
+        serde_json::Value::Object(target.extra_body.clone()),
+        serde_json::json!({"temperature": 0.7, "priority": 2, "user": "capcard", "logprobs": false})
+    );
+    let defaults = config::parse(&with_base(""), Path::new("d.kdl")).unwrap();
+    assert!(!defaults.targets[0].http2 && defaults.targets[0].force_length);
+}
+
+#[test]
+fn hosted_api_option_mistakes() {
+    insta::assert_snapshot!(errors(
+        "hosted-mistakes.kdl",
+        r#"
+target "hosted" {
+    endpoint "https://api.example.com/v1"
+    http2 "true"
+    header "bad header" "x"
+    header "x-org"
+    extra-body { temperature "hot" 2 }
+}
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+closed { concurrency 1 2 4; duration "5s" }
+"#
+    ));
+}

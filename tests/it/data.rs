@@ -265,6 +265,58 @@ open {
     }
 }
 
+#[test]
+fn a_trace_without_duration_lasts_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        "tests/data/trace-mooncake.jsonl",
+        dir.path().join("t.jsonl"),
+    )
+    .unwrap();
+    let file = dir.path().join("trace.kdl");
+    std::fs::write(
+        &file,
+        r#"
+target "tiny" { sim tiny }
+workload "w" { input-tokens fixed 40; output-tokens fixed 4 }
+open {
+    arrival trace "t.jsonl" block-tokens=16
+    rates 10 20
+}
+"#,
+    )
+    .unwrap();
+    let plan = capcard().arg("plan").arg(&file).assert().success();
+    let text = String::from_utf8(plan.get_output().stdout.clone()).unwrap();
+    // The 0.7 s trace at 1x and 2x: both replays are measured for the
+    // one-second minimum.
+    assert!(text.contains("warmup 0s + 1s per rate"), "{text}");
+    let out = dir.path().join("out");
+    capcard()
+        .args(["run", "--quiet"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let trace = parse_trace(&data("trace-mooncake.jsonl"), "t").unwrap();
+    for (speedup, run) in [(1.0, "tiny--w--r10.000"), (2.0, "tiny--w--r20.000")] {
+        let journal = read_journal(&out.join("runs").join(format!("{run}.jsonl"))).unwrap();
+        assert_eq!(journal.requests.len(), 8, "every arrival of the trace");
+        let header = journal.header.as_ref().unwrap();
+        let planned = match header.run.stop {
+            capcard::config::StopRule::Duration(d) => d.as_secs_f64(),
+            other => panic!("the plan gives the replay a duration, got {other:?}"),
+        };
+        assert!(
+            planned >= trace.span_s() / speedup && planned <= trace.span_s() / speedup + 1.0,
+            "{run}: {planned} s for a span of {} s",
+            trace.span_s() / speedup
+        );
+        assert_eq!(journal.footer.as_ref().unwrap().offered, Some(8));
+    }
+}
+
 async fn replay_on_sim(trace: Trace) -> String {
     let preset = presets::find("tiny").unwrap();
     let server = start(
@@ -281,6 +333,7 @@ async fn replay_on_sim(trace: Trace) -> String {
         timeout: Duration::from_secs(10),
         http2: false,
         headers: Vec::new(),
+        body: Default::default(),
     };
     let run = RunPlan {
         id: "replay".into(),

@@ -184,13 +184,48 @@ mod prompt_log {
         pub prompts: Mutex<Vec<Vec<String>>>,
         /// Text prompts are split into this tokenizer's tokens, else words.
         tokenizer: Option<PromptTokenizer>,
+        /// A small vocabulary: words of more than five letters are two
+        /// tokens, and `POST /tokenize` (vLLM's shape) says so.
+        small_vocabulary: bool,
+        /// `POST /reset_prefix_cache` calls (offered with the small vocabulary).
+        pub resets: std::sync::atomic::AtomicUsize,
     }
 
     pub async fn start(tokenizer: Option<PromptTokenizer>) -> (String, Arc<Log>) {
-        let log = Arc::new(Log {
+        start_with(Log {
             tokenizer,
             ..Log::default()
-        });
+        })
+        .await
+    }
+
+    pub async fn start_small_vocabulary() -> (String, Arc<Log>) {
+        start_with(Log {
+            small_vocabulary: true,
+            ..Log::default()
+        })
+        .await
+    }
+
+    async fn tokenize(State(log): State<Arc<Log>>, body: axum::body::Bytes) -> Response {
+        let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+        if !log.small_vocabulary {
+            return (axum::http::StatusCode::NOT_FOUND, "no such route").into_response();
+        }
+        let tokens = units(&log, &body);
+        axum::Json(json!({"count": tokens.len(), "tokens": tokens})).into_response()
+    }
+
+    async fn reset(State(log): State<Arc<Log>>) -> Response {
+        if !log.small_vocabulary {
+            return (axum::http::StatusCode::NOT_FOUND, "no such route").into_response();
+        }
+        log.resets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        "ok".into_response()
+    }
+
+    async fn start_with(log: Log) -> (String, Arc<Log>) {
+        let log = Arc::new(log);
         let app = Router::new()
             .route(
                 "/v1/models",
@@ -198,6 +233,8 @@ mod prompt_log {
             )
             .route("/v1/completions", post(answer))
             .route("/v1/chat/completions", post(answer))
+            .route("/tokenize", post(tokenize))
+            .route("/reset_prefix_cache", post(reset))
             .with_state(Arc::clone(&log));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -213,6 +250,16 @@ mod prompt_log {
                     .unwrap_or_default()
                     .iter()
                     .map(u32::to_string)
+                    .collect(),
+                None if log.small_vocabulary => text
+                    .split_whitespace()
+                    .flat_map(|w| {
+                        if w.len() > 5 {
+                            vec![w[..3].to_string(), w[3..].to_string()]
+                        } else {
+                            vec![w.to_string()]
+                        }
+                    })
                     .collect(),
                 None => text.split_whitespace().map(str::to_string).collect(),
             }
@@ -376,4 +423,73 @@ closed {{
         }
     }
     assert!(within > 0 && across > 0, "{within} {across}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_prompts_are_sized_exactly_with_the_servers_tokenize_endpoint() {
+    let (url, log) = prompt_log::start_small_vocabulary().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("e.kdl");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+experiment "calibrated" {{ seed 4 }}
+target "t" {{
+    endpoint "{url}"
+    api chat
+    metrics #false
+}}
+workload "w" {{
+    input-tokens uniform min=20 max=400
+    output-tokens fixed 2
+}}
+closed {{
+    concurrency 2 4
+    requests 50
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let output = tokio::task::spawn_blocking({
+        let out = out.clone();
+        move || {
+            capcard()
+                .args(["run", "--quiet", "--out"])
+                .arg(&out)
+                .arg(&file)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("words are one token each by POST"),
+        "{stderr}"
+    );
+    let requests = requests_in(&out);
+    assert!(requests.len() >= 100);
+    for r in &requests {
+        assert_eq!(
+            r.prompt_tokens_reported,
+            Some(r.prompt_tokens_requested),
+            "the server counts exactly what was planned: {r:?}"
+        );
+    }
+    let card = std::fs::read_to_string(out.join("t--w.md")).unwrap();
+    assert!(
+        card.contains("words the server's tokenize endpoint counts as one token each"),
+        "the card says how prompts were sized"
+    );
+    // The server offers a prefix-cache reset: found once, used before each run.
+    assert_eq!(log.resets.load(std::sync::atomic::Ordering::SeqCst), 1 + 2);
+    assert!(
+        card.contains("emptied before every run (POST /reset_prefix_cache)"),
+        "{card}"
+    );
 }
