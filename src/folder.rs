@@ -188,6 +188,7 @@ pub fn recompute(
         let mut model = None;
         let mut prompt_sizing = None;
         let mut cache_reset = None;
+        let mut telemetry_off = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
         for journal in &journals {
@@ -202,6 +203,9 @@ pub fn recompute(
             }
             if cache_reset.is_none() {
                 cache_reset.clone_from(&header.prefix_cache_reset);
+            }
+            if telemetry_off.is_none() {
+                telemetry_off.clone_from(&header.telemetry_off);
             }
             if content_nonce.is_none() && header.content_nonce != 0 {
                 content_nonce = Some(header.content_nonce);
@@ -270,6 +274,7 @@ pub fn recompute(
         let mut card = analyze::card::build_card(experiment, target, workload, model, closed, open);
         card.target_info.prompt_sizing = prompt_sizing;
         card.target_info.prefix_cache_reset = cache_reset;
+        card.target_info.telemetry_off = telemetry_off;
         cards.push(card);
     }
 

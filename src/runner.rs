@@ -126,6 +126,8 @@ struct LiveTarget {
     words: Option<std::sync::Arc<crate::workload::prompt::WordList>>,
     /// The server's prefix-cache reset (a path under its root), if it has one.
     cache_reset: Option<&'static str>,
+    /// Why no telemetry is scraped, for the card.
+    telemetry_off: Option<String>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -292,6 +294,7 @@ async fn drive(
         show_progress: request.show_progress,
         cancel: cancel.clone(),
         prefix_cache_reset: None,
+        telemetry_off: None,
     };
     for card in &selected.cards {
         let (Some(target), Some(workload)) =
@@ -438,6 +441,7 @@ async fn execute(
         invocation.content_nonce,
     );
     let mut options = options.clone();
+    options.telemetry_off.clone_from(&target.telemetry_off);
     if let Some(reset) = target.cache_reset {
         options.prefix_cache_reset = exec::client::post_admin(
             &target.endpoint.base_url,
@@ -735,14 +739,18 @@ async fn prepare_target(
             target: target.name.clone(),
             message: e.to_string(),
         })?;
-    let metrics_url = match &target.metrics {
-        MetricsSource::Off => None,
-        MetricsSource::Url { url } => Some(url.clone()),
+    let (metrics_url, telemetry_off) = match &target.metrics {
+        MetricsSource::Off => (None, Some("off (`metrics #false`)".to_string())),
+        MetricsSource::Url { url } => (Some(url.clone()), None),
         MetricsSource::Auto => {
             let url = format!("{}/metrics", base_url.trim_end_matches("/v1"));
-            answers_prometheus(&scrape_client, &url)
-                .await
-                .then_some(url)
+            match answers_prometheus(&scrape_client, &url).await {
+                Ok(()) => (Some(url), None),
+                Err(why) => {
+                    let _ = writeln!(log, "  telemetry off: {why}");
+                    (None, Some(format!("off: {why}")))
+                }
+            }
         }
     };
     // A probe that fails for any reason means text: prompts still go out,
@@ -813,6 +821,7 @@ async fn prepare_target(
         token_id_refusal,
         words,
         cache_reset,
+        telemetry_off,
     })
 }
 
@@ -875,13 +884,32 @@ async fn calibrate_words(
 }
 
 /// Whether `url` serves Prometheus text (for `metrics` left at its default).
-async fn answers_prometheus(client: &reqwest::Client, url: &str) -> bool {
+async fn answers_prometheus(client: &reqwest::Client, url: &str) -> Result<(), String> {
     match client.get(url).send().await {
-        Ok(response) if response.status().is_success() => response
-            .text()
-            .await
-            .is_ok_and(|body| body.contains("# TYPE") || body.contains("# HELP")),
-        _ => false,
+        Ok(response) if response.status().is_success() => {
+            let body = response.text().await.map_err(|e| e.to_string())?;
+            if body.contains("# TYPE") || body.contains("# HELP") {
+                Ok(())
+            } else {
+                Err(format!(
+                    "GET {url} answered, but not with Prometheus metrics"
+                ))
+            }
+        }
+        Ok(response) => {
+            let status = response.status();
+            Err(match status.as_u16() {
+                401 | 403 => format!(
+                    "GET {url} was refused ({status}) with the target's key and headers; \
+                     give the scrape its own URL with `metrics \"URL\"` or a `header`"
+                ),
+                _ => format!("GET {url} answered {status}: the server offers no metrics there"),
+            })
+        }
+        Err(e) => Err(format!(
+            "GET {url} failed: {}",
+            exec::client::error_chain(&e)
+        )),
     }
 }
 

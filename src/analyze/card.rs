@@ -165,6 +165,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         currency: target.cost.as_ref().map(|c| c.currency.clone()),
         prompt_sizing: None,
         prefix_cache_reset: None,
+        telemetry_off: None,
     }
 }
 

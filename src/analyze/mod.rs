@@ -278,6 +278,9 @@ pub struct TargetInfo {
     /// How the server's prefix cache was reset before runs, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_reset: Option<String>,
+    /// Why the runs have no server telemetry, if they have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_off: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

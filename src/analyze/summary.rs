@@ -538,6 +538,7 @@ pub(crate) mod tests {
             content_nonce: 0,
             prompt_sizing: None,
             prefix_cache_reset: None,
+            telemetry_off: None,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct RunOptions {
     /// How the server's prefix cache was reset before this run, if it was
     /// (journaled, for the card).
     pub prefix_cache_reset: Option<String>,
+    /// Why the server's telemetry is not scraped, if it is not (journaled).
+    pub telemetry_off: Option<String>,
 }
 
 /// What makes a run impossible. Endpoint failures during a run are not

@@ -41,6 +41,9 @@ pub struct RunHeader {
     /// (`POST /reset_prefix_cache`); `None`: the server offers no way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_reset: Option<String>,
+    /// Why no telemetry was scraped during the run (refused, not offered, off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_off: Option<String>,
 }
 
 /// One LLM call.

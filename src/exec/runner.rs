@@ -470,6 +470,7 @@ pub(crate) async fn run(
         content_nonce: source.content_nonce(),
         prompt_sizing: source.prompt_sizing(),
         prefix_cache_reset: options.prefix_cache_reset.clone(),
+        telemetry_off: options.telemetry_off.clone(),
     })));
 
     let user_cancel = options.cancel.clone();

@@ -121,9 +121,19 @@ impl TokenizeEndpoint {
 
     /// Count every prompt word, keep the single-token ones, and re-count a
     /// few rendered samples to show how exact the list is.
+    ///
+    /// A word is counted *after* an anchor word, as the difference, because
+    /// that is how it appears in a prompt: SentencePiece tokenizers (llama.cpp)
+    /// prepend a space to a text on its own, which would make every word
+    /// look like two tokens.
     pub async fn calibrate(&self) -> Option<Calibration> {
+        const ANCHOR: &str = " the";
+        let anchor = self.count(ANCHOR).await?;
         let counts: Vec<Option<usize>> = futures_util::stream::iter(VOCABULARY.iter())
-            .map(|word| self.count(word))
+            .map(|word| async move {
+                let with = self.count(&format!("{ANCHOR}{word}")).await?;
+                with.checked_sub(anchor)
+            })
             .buffered(CALIBRATION_CONCURRENCY)
             .collect()
             .await;

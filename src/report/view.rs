@@ -51,6 +51,7 @@ pub struct ConditionsView {
     pub currency: Option<String>,
     pub prompt_sizing: Option<String>,
     pub prefix_cache_reset: Option<String>,
+    pub telemetry_off: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
     pub arrival: Option<String>,
     pub arrival_words: Option<String>,
@@ -921,6 +922,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         runtime: info.runtime.clone(),
         prompt_sizing: info.prompt_sizing.clone(),
         prefix_cache_reset: info.prefix_cache_reset.clone(),
+        telemetry_off: info.telemetry_off.clone(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),

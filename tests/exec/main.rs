@@ -154,6 +154,7 @@ fn quiet() -> RunOptions {
         show_progress: false,
         cancel: CancellationToken::new(),
         prefix_cache_reset: None,
+        telemetry_off: None,
     }
 }
 
@@ -725,6 +726,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         show_progress: true,
         cancel: CancellationToken::new(),
         prefix_cache_reset: None,
+        telemetry_off: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

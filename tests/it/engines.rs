@@ -235,6 +235,10 @@ mod prompt_log {
             .route("/v1/chat/completions", post(answer))
             .route("/tokenize", post(tokenize))
             .route("/reset_prefix_cache", post(reset))
+            .route(
+                "/metrics",
+                get(|| async { (axum::http::StatusCode::UNAUTHORIZED, "no key").into_response() }),
+            )
             .with_state(Arc::clone(&log));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -438,7 +442,6 @@ experiment "calibrated" {{ seed 4 }}
 target "t" {{
     endpoint "{url}"
     api chat
-    metrics #false
 }}
 workload "w" {{
     input-tokens uniform min=20 max=400
@@ -485,6 +488,11 @@ closed {{
     assert!(
         card.contains("words the server's tokenize endpoint counts as one token each"),
         "the card says how prompts were sized"
+    );
+    assert!(
+        card.contains("| Server telemetry | off: GET ")
+            && card.contains("was refused (401 Unauthorized)"),
+        "the card says why there is no telemetry"
     );
     // The server offers a prefix-cache reset: found once, used before each run.
     assert_eq!(log.resets.load(std::sync::atomic::Ordering::SeqCst), 1 + 2);
