@@ -44,26 +44,10 @@ const TARGET_CHILDREN: &[&str] = &[
     "http2",
     "force-length",
     "extra-body",
-];
-/// Every child a target may have: [`TARGET_CHILDREN`] (at most once each)
-/// and the repeatable ones.
-const TARGET_CHILDREN_ALL: [&str; 15] = [
-    "endpoint",
-    "sim",
-    "api",
-    "model",
-    "api-key-env",
-    "timeout",
-    "hardware",
-    "runtime",
-    "cost-per-hour",
-    "metrics",
-    "tokenizer",
-    "http2",
-    "force-length",
-    "extra-body",
     "header",
 ];
+/// Target children that may repeat (all others at most once).
+const TARGET_REPEATABLE: &[&str] = &["header"];
 const WORKLOAD_CHILDREN: &[&str] = &[
     "input-tokens",
     "output-tokens",
@@ -1014,7 +998,10 @@ impl Decoder {
 
         for child in children(node) {
             let child_name = child.name().value();
-            if TARGET_CHILDREN.contains(&child_name) && !self.once(&mut once, child) {
+            if TARGET_CHILDREN.contains(&child_name)
+                && !TARGET_REPEATABLE.contains(&child_name)
+                && !self.once(&mut once, child)
+            {
                 ok = false;
                 continue;
             }
@@ -1105,7 +1092,7 @@ impl Decoder {
                 "header" => self.header(child).map(|h| headers.push(h)),
                 "extra-body" => self.extra_body(child).map(|m| extra_body = m),
                 _ => {
-                    self.unknown_node(child, Some(node), &TARGET_CHILDREN_ALL);
+                    self.unknown_node(child, Some(node), TARGET_CHILDREN);
                     None
                 }
             };

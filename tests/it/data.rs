@@ -207,27 +207,14 @@ fn capcard() -> Command {
 
 #[test]
 fn trace_arrivals_are_replayed_at_speedup_1_and_2() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        "tests/data/trace-mooncake.jsonl",
-        dir.path().join("t.jsonl"),
-    )
-    .unwrap();
-    let file = dir.path().join("trace.kdl");
     // The trace's mean rate is 10 rps: rates 10 and 20 are speedups 1 and 2.
-    std::fs::write(
-        &file,
-        r#"
-target "tiny" { sim tiny }
-workload "w" { input-tokens fixed 40; output-tokens fixed 4 }
-open {
+    let (dir, file) = trace_experiment(
+        r#"open {
     arrival trace "t.jsonl" block-tokens=16
     rates 10 20
     duration "30s"
-}
-"#,
-    )
-    .unwrap();
+}"#,
+    );
     let out = dir.path().join("out");
     capcard()
         .args(["run", "--quiet"])
@@ -265,8 +252,9 @@ open {
     }
 }
 
-#[test]
-fn a_trace_without_duration_lasts_the_trace() {
+/// `tests/data/trace-mooncake.jsonl` as `t.jsonl` beside an experiment on
+/// the tiny sim whose `open` block is `open` (a fresh temp dir).
+fn trace_experiment(open: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
         "tests/data/trace-mooncake.jsonl",
@@ -276,16 +264,22 @@ fn a_trace_without_duration_lasts_the_trace() {
     let file = dir.path().join("trace.kdl");
     std::fs::write(
         &file,
-        r#"
-target "tiny" { sim tiny }
-workload "w" { input-tokens fixed 40; output-tokens fixed 4 }
-open {
-    arrival trace "t.jsonl" block-tokens=16
-    rates 10 20
-}
-"#,
+        format!(
+            "target \"tiny\" {{ sim tiny }}\nworkload \"w\" {{ input-tokens fixed 40; output-tokens fixed 4 }}\n{open}\n"
+        ),
     )
     .unwrap();
+    (dir, file)
+}
+
+#[test]
+fn a_trace_without_duration_lasts_the_trace() {
+    let (dir, file) = trace_experiment(
+        r#"open {
+    arrival trace "t.jsonl" block-tokens=16
+    rates 10 20
+}"#,
+    );
     let plan = capcard().arg("plan").arg(&file).assert().success();
     let text = String::from_utf8(plan.get_output().stdout.clone()).unwrap();
     // The 0.7 s trace at 1x and 2x: both replays are measured for the

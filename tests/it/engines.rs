@@ -20,6 +20,22 @@ fn small_vocabulary_preset() -> &'static presets::Preset {
     Box::leak(Box::new(preset))
 }
 
+/// `capcard run --quiet --out OUT FILE`, off the runtime (the test's own
+/// server keeps serving meanwhile).
+async fn run_binary(file: &Path, out: &Path) -> std::process::Output {
+    let (file, out) = (file.to_path_buf(), out.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        capcard()
+            .args(["run", "--quiet", "--out"])
+            .arg(&out)
+            .arg(&file)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 fn requests_in(dir: &Path) -> Vec<capcard::exec::RequestRecord> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir.join("runs")).unwrap() {
@@ -63,19 +79,7 @@ closed {{
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let output = tokio::task::spawn_blocking({
-        let (file, out) = (file.clone(), out.clone());
-        move || {
-            capcard()
-                .args(["run", "--quiet", "--out"])
-                .arg(&out)
-                .arg(&file)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let output = run_binary(&file, &out).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
@@ -318,17 +322,7 @@ async fn run_twice(kdl: String, dir: &Path) {
     let file = dir.join("e.kdl");
     std::fs::write(&file, kdl).unwrap();
     for i in 0..2 {
-        let (file, out) = (file.clone(), dir.join(format!("out{i}")));
-        let output = tokio::task::spawn_blocking(move || {
-            capcard()
-                .args(["run", "--quiet", "--out"])
-                .arg(&out)
-                .arg(&file)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let output = run_binary(&file, &dir.join(format!("out{i}"))).await;
         assert!(
             output.status.success(),
             "{}",
@@ -456,19 +450,7 @@ closed {{
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let output = tokio::task::spawn_blocking({
-        let out = out.clone();
-        move || {
-            capcard()
-                .args(["run", "--quiet", "--out"])
-                .arg(&out)
-                .arg(&file)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let output = run_binary(&file, &out).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
