@@ -63,22 +63,28 @@ python3 - "$OUT" "$ROUNDS" "${LEVELS[@]}" <<'EOF'
 import json, os, statistics, sys
 out, rounds, levels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def mean(xs): return statistics.mean(xs) if xs else float("nan")
-print(f"results: {out}")
-print("| c | capcard out tok/s | vllm bench out tok/s | Δ | capcard TTFT p50 ms | vllm bench TTFT p50 ms | Δ | capcard prompt tokens | capcard errors |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+def pct(a, b): return 100 * (a - b) / b if b else float("nan")
+print(f"results: {out} ({rounds} rounds, means; per-round values in brackets)")
+print("| c | req/s capcard | req/s vllm bench | Δ | out tok/s capcard | out tok/s vllm bench | Δ | TTFT p50 ms capcard | TTFT p50 ms vllm bench | Δ | capcard prompt tokens | capcard errors / reconnects |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in levels:
-    ct, cf, vt, vf, prompt, errors = [], [], [], [], set(), 0
+    cr, ct, cf, vr, vt, vf, prompt, errors, reconnects = [], [], [], [], [], [], set(), 0, 0
     for r in range(1, rounds + 1):
         rj = os.path.join(out, f"capcard-r{r}-c{c}", "results.json")
         if os.path.exists(rj):
             run = json.load(open(rj))["cards"][0]["closed"][0]
-            ct.append(run["output_tokens_per_s"]); cf.append(run["ttft_ms"]["p50"])
-            errors += run["errors"]
+            cr.append(run["requests_per_s"]); ct.append(run["output_tokens_per_s"])
+            cf.append(run["ttft_ms"]["p50"]); errors += run["errors"]
+            reconnects += run.get("reconnects", 0)
             prompt.add(round(run["prompt_tokens_reported_mean"] or 0))
         vj = os.path.join(out, f"vllm-r{r}", f"c{c}.json")
         if os.path.exists(vj):
             v = json.load(open(vj))
-            vt.append(v["output_throughput"]); vf.append(v["median_ttft_ms"])
-    a, b, x, y = mean(ct), mean(vt), mean(cf), mean(vf)
-    print(f"| {c} | {a:.1f} | {b:.1f} | {100*(a-b)/b:+.1f}% | {x:.0f} | {y:.0f} | {100*(x-y)/y:+.1f}% | {sorted(prompt)} | {errors} |")
+            vr.append(v["completed"] / v["duration"]); vt.append(v["output_throughput"])
+            vf.append(v["median_ttft_ms"])
+    fmt = lambda xs, d: "[" + " ".join(f"{x:.{d}f}" for x in xs) + "]"
+    print(f"| {c} | {mean(cr):.2f} {fmt(cr,2)} | {mean(vr):.2f} {fmt(vr,2)} | {pct(mean(cr), mean(vr)):+.1f}% "
+          f"| {mean(ct):.1f} | {mean(vt):.1f} | {pct(mean(ct), mean(vt)):+.1f}% "
+          f"| {mean(cf):.0f} {fmt(cf,0)} | {mean(vf):.0f} {fmt(vf,0)} | {pct(mean(cf), mean(vf)):+.1f}% "
+          f"| {sorted(prompt)} | {errors} / {reconnects} |")
 EOF

@@ -19,6 +19,12 @@
 //!
 //! Linux only (reads `/proc`); CPU ticks are assumed to be 100 Hz
 //! (`getconf CLK_TCK`).
+//!
+//! `-- memory [N]` instead runs `capcard run` itself (the library's runner,
+//! in this process) for N requests (default 1,000,000) at c=64 with
+//! 64-token streams against the same zero-latency server, then recomputes the
+//! results folder as `capcard report` does, and prints the peak RSS of each
+//! phase (VmHWM) and the time the report took.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -46,6 +52,11 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("serve") => serve(),
         Some("quick") => bench(true),
+        Some("memory") => memory(
+            args.get(2)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1_000_000),
+        ),
         _ => bench(false),
     }
 }
@@ -69,7 +80,14 @@ fn serve() {
         std::process::exit(0);
     });
     runtime.block_on(async {
-        let app = Router::new().route("/{scenario}/v1/chat/completions", post(stream_tokens));
+        let app = Router::new()
+            .route("/{scenario}/v1/chat/completions", post(stream_tokens))
+            .route(
+                "/{scenario}/v1/models",
+                axum::routing::get(|| async {
+                    axum::Json(serde_json::json!({"object": "list", "data": [{"id": "bench"}]}))
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap().port());
         std::io::stdout().flush().unwrap();
@@ -113,6 +131,117 @@ async fn stream_tokens(Path(scenario): Path<String>, body: Bytes) -> Response {
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+// ------------------------------------------------------------------ memory
+
+/// Peak resident set of this process so far, MiB (`VmHWM`).
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn memory(requests: u64) {
+    let (mut server, port) = start_server();
+    let dir = std::env::temp_dir().join(format!("capcard-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("memory.kdl");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+experiment "memory" {{ seed 1 }}
+target "instant" {{
+    endpoint "http://127.0.0.1:{port}/fast/v1"
+    metrics #false
+}}
+workload "w" {{
+    input-tokens fixed 100
+    output-tokens fixed 64
+}}
+closed {{
+    concurrency 64
+    requests {requests}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let out = dir.join("results");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = capcard::runner::RunRequest {
+        experiment_path: file,
+        out: Some(out.clone()),
+        only: None,
+        target: None,
+        workload: None,
+        resume: None,
+        show_progress: false,
+        nonce: Some(1),
+    };
+    let before = peak_rss_mib();
+    let started = std::time::Instant::now();
+    let outcome = runtime
+        .block_on(capcard::runner::run(
+            &request,
+            tokio_util::sync::CancellationToken::new(),
+            &mut std::io::sink(),
+        ))
+        .unwrap();
+    let run_s = started.elapsed().as_secs_f64();
+    let after_run = peak_rss_mib();
+    let report = {
+        let folder = capcard::folder::ResultsFolder::new(&outcome.dir);
+        let experiment = folder.load_experiment().unwrap();
+        let plan = capcard::plan::build(&experiment);
+        let t = std::time::Instant::now();
+        let model = capcard::folder::recompute(&folder, &experiment, &plan, None).unwrap();
+        capcard::folder::write_outputs(&folder, &model, &capcard::report::Templates::builtin())
+            .unwrap();
+        println!(
+            "memory: report (recompute + render) of {requests} requests took {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+        model
+    };
+    let run = &report.cards[0].closed[0];
+    println!(
+        "memory: {} requests at c=64 in {run_s:.1} s ({:.0} req/s), errors {}",
+        run.requests,
+        run.requests as f64 / run_s,
+        run.errors
+    );
+    println!(
+        "memory: peak RSS {before:.0} MiB before, {after_run:.0} MiB after the run, {:.0} MiB after the report",
+        peak_rss_mib()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(server.stdin.take());
+    let _ = server.wait();
+}
+
+/// The zero-latency server in a child process, and its port.
+fn start_server() -> (std::process::Child, u16) {
+    let exe = std::env::current_exe().unwrap();
+    let mut server = Command::new(exe)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    (server, port.trim().parse().unwrap())
 }
 
 // ------------------------------------------------------------------ client
@@ -256,18 +385,7 @@ fn measured(journal: &Journal) -> Vec<&capcard::exec::RequestRecord> {
 }
 
 fn bench(quick: bool) {
-    let exe = std::env::current_exe().unwrap();
-    let mut server = Command::new(exe)
-        .arg("serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let port: u16 = port.trim().parse().unwrap();
+    let (mut server, port) = start_server();
     let dir = std::env::temp_dir().join(format!("capcard-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prompt = "lorem ipsum dolor sit amet ".repeat(20);

@@ -109,6 +109,35 @@ impl ResultsFolder {
 
     /// Every journal in `runs/`, read back (tolerating truncated ones).
     pub fn journals(&self) -> Result<Vec<(PathBuf, Journal)>, FolderError> {
+        let mut out = Vec::new();
+        for path in self.journal_paths()? {
+            let journal = exec::read_journal(&path).map_err(|e| FolderError::Journal {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            out.push((path, journal));
+        }
+        Ok(out)
+    }
+
+    /// The header and footer of every journal in `runs/` (no records, so
+    /// memory does not grow with the runs), with the latest completion of
+    /// each (see [`exec::read_journal_ends`]).
+    pub fn journal_ends(&self) -> Result<Vec<(PathBuf, Journal, f64)>, FolderError> {
+        let mut out = Vec::new();
+        for path in self.journal_paths()? {
+            let (ends, last) =
+                exec::read_journal_ends(&path).map_err(|e| FolderError::Journal {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            out.push((path, ends, last));
+        }
+        Ok(out)
+    }
+
+    /// The journal files in `runs/`, sorted.
+    pub fn journal_paths(&self) -> Result<Vec<PathBuf>, FolderError> {
         let dir = self.runs();
         let mut paths: Vec<PathBuf> = match fs::read_dir(&dir) {
             Ok(entries) => entries
@@ -119,15 +148,7 @@ impl ResultsFolder {
             Err(source) => return Err(FolderError::Io { path: dir, source }),
         };
         paths.sort();
-        let mut out = Vec::with_capacity(paths.len());
-        for path in paths {
-            let journal = exec::read_journal(&path).map_err(|e| FolderError::Journal {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            out.push((path, journal));
-        }
-        Ok(out)
+        Ok(paths)
     }
 
     /// The final status `capcard run` recorded, if it wrote one. A folder
@@ -147,6 +168,9 @@ pub fn journal_finished(journal: &Journal) -> bool {
     journal.footer.as_ref().is_some_and(|f| !f.interrupted)
 }
 
+/// Journal ends (path, header + footer, latest completion) by (target, workload).
+type JournalsByCard = BTreeMap<(String, String), Vec<(PathBuf, Journal, f64)>>;
+
 /// Rebuild the whole report from the journals of a folder.
 ///
 /// `status_override` is what the caller knows better than the journals
@@ -158,14 +182,14 @@ pub fn recompute(
     plan: &Plan,
     status_override: Option<&str>,
 ) -> Result<CapacityReport, FolderError> {
-    let journals = folder.journals()?;
-    let mut by_card: BTreeMap<(String, String), Vec<Journal>> = BTreeMap::new();
-    for (_, journal) in journals {
+    let journals = folder.journal_ends()?;
+    let mut by_card: JournalsByCard = BTreeMap::new();
+    for (path, journal, last) in journals {
         let Some(header) = &journal.header else {
             continue;
         };
         let key = (header.run.target.clone(), header.run.workload.clone());
-        by_card.entry(key).or_default().push(journal);
+        by_card.entry(key).or_default().push((path, journal, last));
     }
 
     let mut any_missing = false;
@@ -191,7 +215,7 @@ pub fn recompute(
         let mut telemetry_off = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
-        for journal in &journals {
+        for (path, journal, last_completed_ms) in &journals {
             let Some(header) = &journal.header else {
                 continue;
             };
@@ -228,7 +252,8 @@ pub fn recompute(
                 }
                 None => any_interrupted = true,
             }
-            let summary = summarize_run(folder, journal, experiment);
+            let summary =
+                summarize_run_file(folder, path, (journal, *last_completed_ms), experiment)?;
             match header.run.mode {
                 Mode::Closed => closed.push(summary),
                 Mode::Open => open.push(summary),
@@ -294,6 +319,48 @@ pub fn recompute(
         analyze::card::build_report(experiment, cards, &status, started_at, finished_at);
     report.content_nonce = content_nonce;
     Ok(report)
+}
+
+/// [`summarize_run`] on the journal at `path`, streamed line by line: the
+/// run's summary in memory that does not grow with the run. `ends` are its
+/// header and footer (from [`ResultsFolder::journal_ends`]).
+pub fn summarize_run_file(
+    folder: &ResultsFolder,
+    path: &Path,
+    (ends, last_completed_ms): (&Journal, f64),
+    experiment: &Experiment,
+) -> Result<analyze::RunSummary, FolderError> {
+    use crate::analyze::summary::{JournalEnds, RunAccumulator, window_from_ends};
+    let extra: Vec<_> = experiment.closed.iter().map(|c| c.crossp.stat).collect();
+    let header = ends.header.as_ref();
+    let footer = ends.footer.as_ref();
+    let window = window_from_ends(header, footer, last_completed_ms);
+    let mut acc = RunAccumulator::new(
+        JournalEnds { header, footer },
+        window,
+        &experiment.slos,
+        &extra,
+    );
+    exec::stream_journal(path, |line| match line {
+        exec::JournalLine::Request(r) => acc.request(&r),
+        exec::JournalLine::Task(t) => acc.task(&t),
+        exec::JournalLine::Run(_) | exec::JournalLine::End(_) => {}
+    })
+    .map_err(|e| FolderError::Journal {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut summary = acc.finish();
+    if let Some(header) = header {
+        let bounds = match footer {
+            Some(f) => f.measured_window_ms,
+            None => [header.measure_from_ms, last_completed_ms],
+        };
+        if let Ok(series) = exec::telemetry::read_series(&folder.telemetry(&header.run.id)) {
+            summary.server = analyze::telemetry::signals(&series, bounds);
+        }
+    }
+    Ok(summary)
 }
 
 /// Summarise one journal with everything the experiment will ask of it:

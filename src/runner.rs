@@ -295,6 +295,8 @@ async fn drive(
         cancel: cancel.clone(),
         prefix_cache_reset: None,
         telemetry_off: None,
+        // Summaries stream the journals from disk: memory stays flat.
+        discard_records: true,
     };
     for card in &selected.cards {
         let (Some(target), Some(workload)) =
@@ -311,7 +313,7 @@ async fn drive(
                 return Ok(());
             }
             let journal = execute(folder, target, workload, run, invocation, &options, log).await?;
-            closed.push(folder::summarize_run(folder, &journal, experiment));
+            closed.push(summarize(folder, run, &journal, experiment)?);
             refresh(folder, experiment, full_plan, &templates)?;
         }
 
@@ -356,7 +358,7 @@ async fn drive(
                     );
                     let mut journal =
                         execute(folder, target, workload, &run, invocation, &options, log).await?;
-                    let mut summary = folder::summarize_run(folder, &journal, experiment);
+                    let mut summary = summarize(folder, &run, &journal, experiment)?;
                     // Too few samples for a percentile clause: extend the run
                     // (once) rather than judge on noise.
                     if let Some(needed) = analyze::search::needs_longer(&summary, &experiment.slos)
@@ -377,7 +379,7 @@ async fn drive(
                                     folder, target, workload, &longer, fresh, &options, log,
                                 )
                                 .await?;
-                                summary = folder::summarize_run(folder, &journal, experiment);
+                                summary = summarize(folder, &longer, &journal, experiment)?;
                             }
                         }
                     }
@@ -406,7 +408,7 @@ async fn execute(
     let resuming = invocation.resuming;
     let path = folder.journal(&run.id);
     if resuming && path.is_file() {
-        if let Ok(journal) = exec::read_journal(&path) {
+        if let Ok((journal, _)) = exec::read_journal_ends(&path) {
             if folder::journal_finished(&journal)
                 && journal.header.as_ref().is_some_and(|h| h.run == *run)
             {
@@ -577,6 +579,28 @@ fn open_files_for(peak_calls: u64, log: &mut (dyn Write + Send)) {
 
 #[cfg(not(unix))]
 fn open_files_for(_peak_calls: u64, _log: &mut (dyn Write + Send)) {}
+
+/// The summary of a finished run, streamed from its journal on disk (the
+/// `journal` in hand holds only its header and footer).
+fn summarize(
+    folder: &ResultsFolder,
+    run: &RunPlan,
+    journal: &Journal,
+    experiment: &Experiment,
+) -> Result<RunSummary, RunError> {
+    let path = folder.journal(&run.id);
+    let last = if journal.footer.is_some() {
+        0.0
+    } else {
+        exec::read_journal_ends(&path).map_or(0.0, |(_, last)| last)
+    };
+    Ok(folder::summarize_run_file(
+        folder,
+        &path,
+        (journal, last),
+        experiment,
+    )?)
+}
 
 /// What holds for every run of one `capcard run`.
 #[derive(Debug, Clone, Copy)]

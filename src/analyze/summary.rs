@@ -61,7 +61,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hdrhistogram::Histogram;
 
 use crate::config::{LatencyMetric, Slo, SloClause, Stat};
-use crate::exec::record::{ErrorClass, Journal, RequestRecord};
+use crate::exec::record::{ErrorClass, Journal, RequestRecord, RunFooter, RunHeader, TaskRecord};
 use crate::plan::{Load, Mode};
 
 use super::{LatencyStats, RunSummary, slo};
@@ -86,219 +86,376 @@ pub fn summarize(journal: &Journal, slos: &[Slo]) -> RunSummary {
 /// [`summarize`], also computing `extra_stats` (e.g. the CrossP statistic of
 /// a closed sweep when it is not one of p50/p90/p95/p99) in every metric.
 pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> RunSummary {
-    let window = Window::of(journal);
-    let extra = extra_percentiles(slos, extra_stats);
-    let window_s = window.seconds();
-    let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
-
-    let mode = journal.header.as_ref().map(|h| h.run.mode);
-    let (concurrency, rate_rps) = match journal.header.as_ref().map(|h| h.run.load) {
-        Some(Load::Concurrency { concurrency }) => (Some(concurrency), None),
-        Some(Load::Rate { rate, .. }) => (None, Some(rate.0)),
-        None => (None, None),
+    let ends = JournalEnds {
+        header: journal.header.as_ref(),
+        footer: journal.footer.as_ref(),
     };
-    let open_loop = mode == Some(Mode::Open);
+    let mut acc = RunAccumulator::new(ends, window_of(journal), slos, extra_stats);
+    for record in &journal.requests {
+        acc.request(record);
+    }
+    for task in &journal.tasks {
+        acc.task(task);
+    }
+    acc.finish()
+}
 
-    let started: Vec<&RequestRecord> = journal
-        .requests
-        .iter()
-        .filter(|r| window.started(r.scheduled_ms))
-        .collect();
-    let ok: Vec<&RequestRecord> = started.iter().copied().filter(|r| r.is_ok()).collect();
-    let mut errors_by_class = BTreeMap::new();
-    let mut cancelled = 0;
-    for class in started.iter().filter_map(|r| r.error) {
-        if class == ErrorClass::Cancelled {
-            cancelled += 1;
-        } else {
-            *errors_by_class
-                .entry(class.as_str().to_string())
-                .or_insert(0) += 1;
+/// A journal's first and last lines: what a summary needs before its records.
+#[derive(Debug, Clone, Copy)]
+pub struct JournalEnds<'a> {
+    pub header: Option<&'a RunHeader>,
+    pub footer: Option<&'a RunFooter>,
+}
+
+/// Streaming percentiles: an HDR histogram (µs, 3 significant digits) and
+/// the exact count, sum and max. Gives what [`latency_stats`] gives for the
+/// same values in the same order, in constant memory.
+#[derive(Debug, Clone, Default)]
+pub struct StatsAccumulator {
+    hist: Option<Histogram<u64>>,
+    count: u64,
+    sum: f64,
+    max: f64,
+}
+
+impl StatsAccumulator {
+    pub fn push(&mut self, v: f64) {
+        let hist = self.hist.get_or_insert_with(|| {
+            Histogram::<u64>::new(3).expect("3 significant digits is a valid HDR precision")
+        });
+        // Saturating cast: negative or NaN → 0, absurdly large → u64::MAX.
+        let us = (v * 1000.0).round() as u64;
+        // `new` auto-resizes, so `record` only fails beyond what any
+        // histogram can track; clamp those to its highest value.
+        if hist.record(us).is_err() {
+            hist.saturating_record(us);
+        }
+        self.max = if self.count == 0 { v } else { self.max.max(v) };
+        self.count += 1;
+        self.sum += v;
+    }
+
+    pub fn finish(&self, extra_percentiles: &[f64]) -> LatencyStats {
+        let Some(hist) = self.hist.as_ref().filter(|_| self.count > 0) else {
+            return LatencyStats::default();
+        };
+        // Nearest rank = ceil(q × n); the epsilon keeps float error
+        // (0.999 × 1000 = 999.0000000000001) from skipping to the next rank.
+        let at = |p: f64| hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)) as f64 / 1000.0;
+        LatencyStats {
+            count: self.count,
+            mean: self.sum / self.count as f64,
+            p50: at(50.0),
+            p90: at(90.0),
+            p95: at(95.0),
+            p99: at(99.0),
+            max: self.max,
+            extra: extra_percentiles
+                .iter()
+                .map(|&p| (Stat::Percentile(p).key(), at(p)))
+                .collect(),
         }
     }
-    let errors = errors_by_class.values().sum();
-    let reconnects = started.iter().map(|r| u64::from(r.reconnects)).sum();
-    let connections_opened = journal.footer.as_ref().and_then(|f| f.connections_opened);
+}
 
-    let completed_ok: Vec<&RequestRecord> = journal
-        .requests
-        .iter()
-        .filter(|r| r.is_ok() && window.completed(r.completed_ms))
-        .collect();
-    let output_tokens: f64 = completed_ok
-        .iter()
-        .map(|r| f64::from(r.output_tokens))
-        .sum();
-    let total_tokens: f64 = completed_ok
-        .iter()
-        .map(|r| {
-            f64::from(
+/// An exact mean, accumulated.
+#[derive(Debug, Clone, Copy, Default)]
+struct MeanAccumulator {
+    count: u64,
+    sum: f64,
+}
+
+impl MeanAccumulator {
+    fn push(&mut self, v: f64) {
+        self.count += 1;
+        self.sum += v;
+    }
+
+    fn mean(self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
+/// One run's summary, built record by record (the journal's lines in file
+/// order) in memory that does not grow with the run: every rule of the module
+/// doc, applied as each record streams by.
+pub struct RunAccumulator<'a> {
+    ends: JournalEnds<'a>,
+    window: Window,
+    slos: &'a [Slo],
+    extra: Vec<f64>,
+    started: u64,
+    ok: u64,
+    errors_by_class: BTreeMap<String, u64>,
+    cancelled: u64,
+    reconnects: u64,
+    completed_ok: u64,
+    output_tokens: f64,
+    prompt_tokens_completed: f64,
+    ttft: StatsAccumulator,
+    e2e: StatsAccumulator,
+    tpot: StatsAccumulator,
+    itl: StatsAccumulator,
+    lags: StatsAccumulator,
+    reported: MeanAccumulator,
+    prompt_requested: MeanAccumulator,
+    output_requested: MeanAccumulator,
+    output_counted: MeanAccumulator,
+    short_outputs: u64,
+    /// Per SLO: completed calls whose own latencies met every clause.
+    good: Vec<u64>,
+    has_tasks: bool,
+    task_e2e: StatsAccumulator,
+    tasks_completed: u64,
+    /// Without a footer only: each task's first scheduled instant (the
+    /// arrivals of a run cut short), for `offered`.
+    first_scheduled: Option<BTreeMap<u64, f64>>,
+}
+
+impl<'a> RunAccumulator<'a> {
+    /// `window` from [`window_of`] or [`window_from_ends`].
+    pub fn new(
+        ends: JournalEnds<'a>,
+        window: Window,
+        slos: &'a [Slo],
+        extra_stats: &[Stat],
+    ) -> Self {
+        let open_loop = ends.header.map(|h| h.run.mode) == Some(Mode::Open);
+        RunAccumulator {
+            ends,
+            window,
+            slos,
+            extra: extra_percentiles(slos, extra_stats),
+            started: 0,
+            ok: 0,
+            errors_by_class: BTreeMap::new(),
+            cancelled: 0,
+            reconnects: 0,
+            completed_ok: 0,
+            output_tokens: 0.0,
+            prompt_tokens_completed: 0.0,
+            ttft: StatsAccumulator::default(),
+            e2e: StatsAccumulator::default(),
+            tpot: StatsAccumulator::default(),
+            itl: StatsAccumulator::default(),
+            lags: StatsAccumulator::default(),
+            reported: MeanAccumulator::default(),
+            prompt_requested: MeanAccumulator::default(),
+            output_requested: MeanAccumulator::default(),
+            output_counted: MeanAccumulator::default(),
+            short_outputs: 0,
+            good: vec![0; slos.len()],
+            has_tasks: false,
+            task_e2e: StatsAccumulator::default(),
+            tasks_completed: 0,
+            first_scheduled: (open_loop && ends.footer.is_none()).then(BTreeMap::new),
+        }
+    }
+
+    pub fn request(&mut self, r: &RequestRecord) {
+        if let Some(first) = &mut self.first_scheduled {
+            let e = first.entry(r.task).or_insert(r.scheduled_ms);
+            *e = e.min(r.scheduled_ms);
+        }
+        if r.is_ok() && self.window.completed(r.completed_ms) {
+            self.completed_ok += 1;
+            self.output_tokens += f64::from(r.output_tokens);
+            self.prompt_tokens_completed += f64::from(
                 r.prompt_tokens_reported
                     .unwrap_or(r.prompt_tokens_requested),
-            )
-        })
-        .sum::<f64>()
-        + output_tokens;
-
-    let ttft: Vec<f64> = ok.iter().filter_map(|r| r.ttft_ms).collect();
-    let e2e: Vec<f64> = ok.iter().filter_map(|r| r.e2e_ms).collect();
-    let tpot: Vec<f64> = ok.iter().filter_map(|r| tpot_ms(r)).collect();
-    let itl: Vec<f64> = ok
-        .iter()
-        .flat_map(|r| r.itl_ms.iter().map(|&g| f64::from(g)))
-        .collect();
-
-    // Multi-call workloads journal one TaskRecord per task; single calls are their own task.
-    let (tasks, tasks_completed, task_e2e_ms) = if journal.tasks.is_empty() {
-        (ok.len() as u64, completed_ok.len() as u64, None)
-    } else {
-        let started_ok: Vec<f64> = journal
-            .tasks
-            .iter()
-            .filter(|t| window.started(t.scheduled_ms))
-            .filter_map(|t| t.e2e_ms)
-            .collect();
-        let completed = journal
-            .tasks
-            .iter()
-            .filter(|t| t.e2e_ms.is_some() && window.completed(t.completed_ms))
-            .count();
-        (
-            started_ok.len() as u64,
-            completed as u64,
-            Some(latency_stats(&started_ok, &extra)),
-        )
-    };
-
-    let (offered, completed_fraction, backlog_growing, kept_up, achieved_rps, schedule_lag_ms) =
-        if open_loop {
-            let offered = journal
-                .footer
-                .as_ref()
-                .and_then(|f| f.offered)
-                .unwrap_or_else(|| offered_from_records(journal, &window));
-            let completed_fraction =
-                (offered > 0).then(|| (tasks as f64 / offered as f64).min(1.0));
-            let samples: Vec<(f64, u32)> = journal
-                .footer
-                .as_ref()
-                .map(|f| {
-                    f.inflight_samples
-                        .iter()
-                        .copied()
-                        .filter(|&(t, _)| window.completed(t))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let backlog_growing = backlog_growing(&samples);
-            let kept_up = completed_fraction.is_some_and(|f| f >= KEPT_UP_MIN_COMPLETED_FRACTION)
-                && completions_keep_pace(offered, tasks_completed as f64)
-                && backlog_growing != Some(true);
-            let lags: Vec<f64> = started.iter().map(|r| r.schedule_lag_ms).collect();
-            (
-                Some(offered),
-                completed_fraction,
-                backlog_growing,
-                Some(kept_up),
-                Some(per_s(tasks_completed as f64)),
-                Some(latency_stats(&lags, &extra)),
-            )
-        } else {
-            (None, None, None, None, None, None)
-        };
-
-    let mean_inflight = journal.footer.as_ref().and_then(|f| {
-        let in_window: Vec<f64> = f
-            .inflight_samples
-            .iter()
-            .filter(|&&(t, _)| window.completed(t))
-            .map(|&(_, n)| f64::from(n))
-            .collect();
-        mean(&in_window)
-    });
-
-    let reported: Vec<f64> = ok
-        .iter()
-        .filter_map(|r| r.prompt_tokens_reported.map(f64::from))
-        .collect();
-
-    let mut summary = RunSummary {
-        run_id: journal
-            .header
-            .as_ref()
-            .map(|h| h.run.id.clone())
-            .unwrap_or_default(),
-        mode,
-        concurrency,
-        rate_rps,
-        achieved_rps,
-        offered,
-        requests: ok.len() as u64,
-        errors,
-        errors_by_class,
-        cancelled,
-        reconnects,
-        connections_opened,
-        tasks,
-        window_s,
-        requests_per_s: per_s(completed_ok.len() as f64),
-        output_tokens_per_s: per_s(output_tokens),
-        total_tokens_per_s: per_s(total_tokens),
-        ttft_ms: latency_stats(&ttft, &extra),
-        itl_ms: latency_stats(&itl, &extra),
-        tpot_ms: latency_stats(&tpot, &extra),
-        e2e_ms: latency_stats(&e2e, &extra),
-        task_e2e_ms,
-        schedule_lag_ms,
-        prompt_tokens_requested_mean: mean_of(&ok, |r| r.prompt_tokens_requested),
-        prompt_tokens_reported_mean: mean(&reported),
-        output_tokens_requested_mean: mean_of(&ok, |r| r.output_tokens_requested),
-        output_tokens_mean: mean_of(&ok, |r| r.output_tokens),
-        short_outputs: ok
-            .iter()
-            .filter(|r| r.output_tokens < r.output_tokens_requested)
-            .count() as u64,
-        mean_inflight,
-        slo_pass: BTreeMap::new(),
-        slo_verdicts: BTreeMap::new(),
-        goodput_rps: BTreeMap::new(),
-        kept_up,
-        completed_fraction,
-        backlog_growing,
-        generator_lagging: journal.footer.as_ref().is_some_and(|f| f.generator_lagging),
-        incomplete: window.incomplete,
-        invalid: is_invalid(ok.len() as u64, errors),
-        server: None,
-    };
-
-    if open_loop {
-        for slo in slos {
-            let verdict = slo::evaluate(&summary, slo);
-            let good = completed_ok
-                .iter()
-                .filter(|r| slo::request_meets(r, slo))
-                .count();
-            let mut verdict = verdict;
-            if summary.invalid {
-                verdict.pass = false;
-                verdict.reasons.insert(
-                    0,
-                    format!(
-                        "invalid run: {} of {} calls failed",
-                        summary.errors,
-                        summary.errors + summary.requests
-                    ),
-                );
-                verdict.note = Some(verdict.reasons.join("; "));
+            );
+            for (good, slo) in self.good.iter_mut().zip(self.slos) {
+                *good += u64::from(slo::request_meets(r, slo));
             }
-            summary.slo_pass.insert(slo.name.clone(), verdict.pass);
-            summary.slo_verdicts.insert(slo.name.clone(), verdict);
-            summary
-                .goodput_rps
-                .insert(slo.name.clone(), per_s(good as f64));
+        }
+        if !self.window.started(r.scheduled_ms) {
+            return;
+        }
+        self.started += 1;
+        self.reconnects += u64::from(r.reconnects);
+        self.lags.push(r.schedule_lag_ms);
+        match r.error {
+            Some(ErrorClass::Cancelled) => self.cancelled += 1,
+            Some(class) => {
+                *self
+                    .errors_by_class
+                    .entry(class.as_str().to_string())
+                    .or_insert(0) += 1;
+            }
+            None => {
+                self.ok += 1;
+                if let Some(t) = r.ttft_ms {
+                    self.ttft.push(t);
+                }
+                if let Some(t) = r.e2e_ms {
+                    self.e2e.push(t);
+                }
+                if let Some(t) = tpot_ms(r) {
+                    self.tpot.push(t);
+                }
+                for &gap in &r.itl_ms {
+                    self.itl.push(f64::from(gap));
+                }
+                if let Some(n) = r.prompt_tokens_reported {
+                    self.reported.push(f64::from(n));
+                }
+                self.prompt_requested
+                    .push(f64::from(r.prompt_tokens_requested));
+                self.output_requested
+                    .push(f64::from(r.output_tokens_requested));
+                self.output_counted.push(f64::from(r.output_tokens));
+                self.short_outputs += u64::from(r.output_tokens < r.output_tokens_requested);
+            }
         }
     }
-    summary
+
+    pub fn task(&mut self, t: &TaskRecord) {
+        self.has_tasks = true;
+        if let Some(e2e) = t.e2e_ms {
+            if self.window.started(t.scheduled_ms) {
+                self.task_e2e.push(e2e);
+            }
+            if self.window.completed(t.completed_ms) {
+                self.tasks_completed += 1;
+            }
+        }
+    }
+
+    pub fn finish(self) -> RunSummary {
+        let RunAccumulator {
+            ends,
+            window,
+            slos,
+            extra,
+            ..
+        } = &self;
+        let window_s = window.seconds();
+        let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
+        let mode = ends.header.map(|h| h.run.mode);
+        let (concurrency, rate_rps) = match ends.header.map(|h| h.run.load) {
+            Some(Load::Concurrency { concurrency }) => (Some(concurrency), None),
+            Some(Load::Rate { rate, .. }) => (None, Some(rate.0)),
+            None => (None, None),
+        };
+        let open_loop = mode == Some(Mode::Open);
+        let errors: u64 = self.errors_by_class.values().sum();
+        // Multi-call workloads journal one TaskRecord per task; single calls
+        // are their own task.
+        let (tasks, tasks_completed, task_e2e_ms) = if self.has_tasks {
+            (
+                self.task_e2e.count,
+                self.tasks_completed,
+                Some(self.task_e2e.finish(extra)),
+            )
+        } else {
+            (self.ok, self.completed_ok, None)
+        };
+        let in_window_samples = |f: &RunFooter| -> Vec<(f64, u32)> {
+            f.inflight_samples
+                .iter()
+                .copied()
+                .filter(|&(t, _)| window.completed(t))
+                .collect()
+        };
+        let (offered, completed_fraction, backlog_growing, kept_up, achieved_rps, schedule_lag_ms) =
+            if open_loop {
+                let offered = ends.footer.and_then(|f| f.offered).unwrap_or_else(|| {
+                    self.first_scheduled.as_ref().map_or(0, |first| {
+                        first.values().filter(|&&t| window.started(t)).count() as u64
+                    })
+                });
+                let completed_fraction =
+                    (offered > 0).then(|| (tasks as f64 / offered as f64).min(1.0));
+                let samples = ends.footer.map(in_window_samples).unwrap_or_default();
+                let backlog_growing = backlog_growing(&samples);
+                let kept_up = completed_fraction
+                    .is_some_and(|f| f >= KEPT_UP_MIN_COMPLETED_FRACTION)
+                    && completions_keep_pace(offered, tasks_completed as f64)
+                    && backlog_growing != Some(true);
+                (
+                    Some(offered),
+                    completed_fraction,
+                    backlog_growing,
+                    Some(kept_up),
+                    Some(per_s(tasks_completed as f64)),
+                    Some(self.lags.finish(extra)),
+                )
+            } else {
+                (None, None, None, None, None, None)
+            };
+        let mean_inflight = ends.footer.and_then(|f| {
+            let in_window: Vec<f64> = in_window_samples(f)
+                .iter()
+                .map(|&(_, n)| f64::from(n))
+                .collect();
+            mean(&in_window)
+        });
+        let invalid = is_invalid(self.ok, errors);
+        let mut summary = RunSummary {
+            run_id: ends.header.map(|h| h.run.id.clone()).unwrap_or_default(),
+            mode,
+            concurrency,
+            rate_rps,
+            achieved_rps,
+            offered,
+            requests: self.ok,
+            errors,
+            errors_by_class: self.errors_by_class.clone(),
+            cancelled: self.cancelled,
+            reconnects: self.reconnects,
+            connections_opened: ends.footer.and_then(|f| f.connections_opened),
+            tasks,
+            window_s,
+            requests_per_s: per_s(self.completed_ok as f64),
+            output_tokens_per_s: per_s(self.output_tokens),
+            total_tokens_per_s: per_s(self.prompt_tokens_completed + self.output_tokens),
+            ttft_ms: self.ttft.finish(extra),
+            itl_ms: self.itl.finish(extra),
+            tpot_ms: self.tpot.finish(extra),
+            e2e_ms: self.e2e.finish(extra),
+            task_e2e_ms,
+            schedule_lag_ms,
+            prompt_tokens_requested_mean: self.prompt_requested.mean().unwrap_or(0.0),
+            prompt_tokens_reported_mean: self.reported.mean(),
+            output_tokens_requested_mean: self.output_requested.mean().unwrap_or(0.0),
+            output_tokens_mean: self.output_counted.mean().unwrap_or(0.0),
+            short_outputs: self.short_outputs,
+            mean_inflight,
+            slo_pass: BTreeMap::new(),
+            slo_verdicts: BTreeMap::new(),
+            goodput_rps: BTreeMap::new(),
+            kept_up,
+            completed_fraction,
+            backlog_growing,
+            generator_lagging: ends.footer.is_some_and(|f| f.generator_lagging),
+            incomplete: window.incomplete,
+            invalid,
+            server: None,
+        };
+        if open_loop {
+            for (slo, good) in slos.iter().zip(&self.good) {
+                let mut verdict = slo::evaluate(&summary, slo);
+                if summary.invalid {
+                    verdict.pass = false;
+                    verdict.reasons.insert(
+                        0,
+                        format!(
+                            "invalid run: {} of {} calls failed",
+                            summary.errors,
+                            summary.errors + summary.requests
+                        ),
+                    );
+                    verdict.note = Some(verdict.reasons.join("; "));
+                }
+                summary.slo_pass.insert(slo.name.clone(), verdict.pass);
+                summary.slo_verdicts.insert(slo.name.clone(), verdict);
+                summary
+                    .goodput_rps
+                    .insert(slo.name.clone(), per_s(*good as f64));
+            }
+        }
+        summary
+    }
 }
 
 /// The rule for a run that is not a measurement: more than half of its
@@ -353,35 +510,11 @@ pub fn tpot_ms(record: &RequestRecord) -> Option<f64> {
 
 /// HDR percentiles (µs, 3 significant digits) plus exact mean and max.
 pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencyStats {
-    if values_ms.is_empty() {
-        return LatencyStats::default();
-    }
-    let mut hist = Histogram::<u64>::new(3).expect("3 significant digits is a valid HDR precision");
+    let mut acc = StatsAccumulator::default();
     for &v in values_ms {
-        // Saturating cast: negative or NaN → 0, absurdly large → u64::MAX.
-        let us = (v * 1000.0).round() as u64;
-        // `new` auto-resizes, so `record` only fails beyond what any
-        // histogram can track; clamp those to its highest value.
-        if hist.record(us).is_err() {
-            hist.saturating_record(us);
-        }
+        acc.push(v);
     }
-    // Nearest rank = ceil(q × n); the epsilon keeps float error
-    // (0.999 × 1000 = 999.0000000000001) from skipping to the next rank.
-    let at = |p: f64| hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)) as f64 / 1000.0;
-    LatencyStats {
-        count: values_ms.len() as u64,
-        mean: values_ms.iter().sum::<f64>() / values_ms.len() as f64,
-        p50: at(50.0),
-        p90: at(90.0),
-        p95: at(95.0),
-        p99: at(99.0),
-        max: values_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        extra: extra_percentiles
-            .iter()
-            .map(|&p| (Stat::Percentile(p).key(), at(p)))
-            .collect(),
-    }
+    acc.finish(extra_percentiles)
 }
 
 /// Whether the tasks completed inside the window kept pace with the
@@ -414,40 +547,53 @@ pub fn backlog_growing(samples: &[(f64, u32)]) -> Option<bool> {
 }
 
 /// The measured window of a journal (rules in the module doc).
-struct Window {
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
     from_ms: f64,
     to_ms: f64,
     incomplete: bool,
 }
 
+/// The window of a journal in memory.
+pub fn window_of(journal: &Journal) -> Window {
+    let last = journal
+        .requests
+        .iter()
+        .map(|r| r.completed_ms)
+        .chain(journal.tasks.iter().map(|t| t.completed_ms))
+        .fold(0.0, f64::max);
+    window_from_ends(journal.header.as_ref(), journal.footer.as_ref(), last)
+}
+
+/// The window from a journal's ends; `last_completed_ms` (the latest
+/// completion of any line) is used only when there is no footer.
+pub fn window_from_ends(
+    header: Option<&RunHeader>,
+    footer: Option<&RunFooter>,
+    last_completed_ms: f64,
+) -> Window {
+    let from_ms = header
+        .map(|h| h.measure_from_ms)
+        .or(footer.map(|f| f.measured_window_ms[0]))
+        .unwrap_or(0.0);
+    match footer {
+        Some(footer) => Window {
+            from_ms,
+            to_ms: footer.measured_window_ms[1].max(from_ms),
+            incomplete: footer.interrupted,
+        },
+        None => Window {
+            from_ms,
+            to_ms: last_completed_ms.max(from_ms),
+            incomplete: true,
+        },
+    }
+}
+
 impl Window {
-    fn of(journal: &Journal) -> Window {
-        let from_ms = journal
-            .header
-            .as_ref()
-            .map(|h| h.measure_from_ms)
-            .or(journal.footer.as_ref().map(|f| f.measured_window_ms[0]))
-            .unwrap_or(0.0);
-        match &journal.footer {
-            Some(footer) => Window {
-                from_ms,
-                to_ms: footer.measured_window_ms[1].max(from_ms),
-                incomplete: footer.interrupted,
-            },
-            None => {
-                let last = journal
-                    .requests
-                    .iter()
-                    .map(|r| r.completed_ms)
-                    .chain(journal.tasks.iter().map(|t| t.completed_ms))
-                    .fold(from_ms, f64::max);
-                Window {
-                    from_ms,
-                    to_ms: last,
-                    incomplete: true,
-                }
-            }
-        }
+    /// The `[from, to]` of the window, ms since the run's start.
+    pub fn bounds_ms(&self) -> [f64; 2] {
+        [self.from_ms, self.to_ms]
     }
 
     fn seconds(&self) -> f64 {
@@ -461,21 +607,6 @@ impl Window {
     fn completed(&self, t_ms: f64) -> bool {
         t_ms >= self.from_ms && t_ms <= self.to_ms
     }
-}
-
-/// Without a footer, the arrivals known to have happened in the window: the
-/// tasks whose first call was scheduled in it (in-flight tasks lost in a crash
-/// are missing, which is why such a run is marked incomplete).
-fn offered_from_records(journal: &Journal, window: &Window) -> u64 {
-    let mut first_scheduled: BTreeMap<u64, f64> = BTreeMap::new();
-    for r in &journal.requests {
-        let e = first_scheduled.entry(r.task).or_insert(r.scheduled_ms);
-        *e = e.min(r.scheduled_ms);
-    }
-    first_scheduled
-        .values()
-        .filter(|&&t| window.started(t))
-        .count() as u64
 }
 
 /// Percentiles the SLOs (and callers) ask for beyond the standard four.
@@ -500,11 +631,6 @@ fn extra_percentiles(slos: &[Slo], extra_stats: &[Stat]) -> Vec<f64> {
 
 fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
-
-fn mean_of(records: &[&RequestRecord], f: impl Fn(&RequestRecord) -> u32) -> f64 {
-    let values: Vec<f64> = records.iter().map(|r| f64::from(f(r))).collect();
-    mean(&values).unwrap_or(0.0)
 }
 
 #[cfg(test)]

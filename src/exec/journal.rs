@@ -65,11 +65,35 @@ pub(crate) enum WriterMsg {
 /// compares the measured calls' schedule-lag p99 with
 /// [`GENERATOR_LAG_P99_LIMIT_MS`]. Closed loops have neither.
 pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
+    let timings: Vec<CallTiming> = journal.requests.iter().map(CallTiming::of).collect();
+    build_footer_from(&timings, plan)
+}
+
+/// What the footer needs of one call: 20 bytes instead of the whole record,
+/// so a writer that does not keep records stays small however long the run.
+#[derive(Debug, Clone, Copy)]
+pub struct CallTiming {
+    pub scheduled_ms: f64,
+    pub completed_ms: f64,
+    pub schedule_lag_ms: f32,
+}
+
+impl CallTiming {
+    pub fn of(r: &super::record::RequestRecord) -> Self {
+        CallTiming {
+            scheduled_ms: r.scheduled_ms,
+            completed_ms: r.completed_ms,
+            schedule_lag_ms: r.schedule_lag_ms as f32,
+        }
+    }
+}
+
+/// [`build_footer`] from the calls' timings alone.
+pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter {
     let from = plan.measure_from_ms;
     let to = match plan.window_end {
         WindowEnd::At(ms) => ms.max(from),
-        WindowEnd::LastMeasuredCompletion => journal
-            .requests
+        WindowEnd::LastMeasuredCompletion => timings
             .iter()
             .filter(|r| r.scheduled_ms >= from)
             .map(|r| r.completed_ms)
@@ -85,11 +109,10 @@ pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
         .as_ref()
         .map(|a| a.iter().filter(|&&t| in_window(t)).count() as u64);
     let generator_lagging = open_loop && {
-        let mut lags: Vec<f64> = journal
-            .requests
+        let mut lags: Vec<f64> = timings
             .iter()
             .filter(|r| in_window(r.scheduled_ms))
-            .map(|r| r.schedule_lag_ms)
+            .map(|r| f64::from(r.schedule_lag_ms))
             .collect();
         percentile_nearest_rank(&mut lags, 99.0).is_some_and(|p99| p99 > GENERATOR_LAG_P99_LIMIT_MS)
     };
@@ -115,8 +138,12 @@ fn percentile_nearest_rank(values: &mut [f64], p: f64) -> Option<f64> {
 }
 
 /// Create (truncate) the journal file and start its writer thread.
+/// The writer thread for `path`. With `keep_records` the journal it returns
+/// holds every line; without, only the header and the footer (the records
+/// are on disk), so a long run's memory does not grow with its calls.
 pub(crate) fn spawn_writer(
     path: &Path,
+    keep_records: bool,
 ) -> Result<(mpsc::UnboundedSender<WriterMsg>, WriterHandle), ExecError> {
     let journal_error = |source| ExecError::Journal {
         path: path.to_path_buf(),
@@ -128,7 +155,7 @@ pub(crate) fn spawn_writer(
     let file = File::create(path).map_err(journal_error)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let path = path.to_path_buf();
-    let handle = tokio::task::spawn_blocking(move || write_loop(file, rx, path));
+    let handle = tokio::task::spawn_blocking(move || write_loop(file, rx, path, keep_records));
     Ok((tx, handle))
 }
 
@@ -136,9 +163,11 @@ fn write_loop(
     file: File,
     mut rx: mpsc::UnboundedReceiver<WriterMsg>,
     path: PathBuf,
+    keep_records: bool,
 ) -> Result<Journal, ExecError> {
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     let mut journal = Journal::default();
+    let mut timings: Vec<CallTiming> = Vec::new();
     let mut failed: Option<io::Error> = None;
     let mut finished = false;
     while !finished && let Some(msg) = rx.blocking_recv() {
@@ -150,7 +179,7 @@ fn write_loop(
                     // The footer is the last line, even if a straggler
                     // still held a sender.
                     finished = true;
-                    JournalLine::End(build_footer(&journal, plan))
+                    JournalLine::End(build_footer_from(&timings, plan))
                 }
             };
             if failed.is_none()
@@ -158,7 +187,13 @@ fn write_loop(
             {
                 failed = Some(e);
             }
-            add_line(&mut journal, line);
+            if let JournalLine::Request(r) = &line {
+                timings.push(CallTiming::of(r));
+            }
+            match line {
+                JournalLine::Request(_) | JournalLine::Task(_) if !keep_records => {}
+                line => add_line(&mut journal, line),
+            }
             next = if finished { None } else { rx.try_recv().ok() };
         }
         if failed.is_none()
@@ -200,6 +235,89 @@ pub fn read_journal(path: &Path) -> Result<Journal, ExecError> {
         line,
         source,
     })
+}
+
+/// Call `f` with every line of the journal at `path`, in order, reading it
+/// piece by piece (memory does not grow with the journal). Bad lines are
+/// treated as in [`read_journal`]: a last line that does not parse is
+/// dropped, any other is an error.
+pub fn stream_journal(path: &Path, mut f: impl FnMut(JournalLine)) -> Result<(), ExecError> {
+    use std::io::BufRead;
+    let io_error = |source| ExecError::Journal {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_error)?;
+    let mut reader = io::BufReader::with_capacity(256 * 1024, file);
+    let mut buf = Vec::new();
+    let mut pending: Option<(usize, serde_json::Error)> = None;
+    let mut number = 0;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(io_error)? == 0 {
+            return Ok(());
+        }
+        number += 1;
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if let Some((line, source)) = pending.take() {
+            return Err(ExecError::JournalParse {
+                path: path.to_path_buf(),
+                line,
+                source,
+            });
+        }
+        match serde_json::from_slice::<JournalLine>(&buf) {
+            Ok(line) => f(line),
+            Err(e) => pending = Some((number, e)),
+        }
+    }
+}
+
+/// The header and footer of the journal at `path` (no records), streamed;
+/// and the latest completion of any line, which stands in for the window's
+/// end when the footer is missing (0 when there is a footer).
+///
+/// Record lines are not parsed when there is a footer: a journal line is
+/// tagged first (`{"kind":"request",...`), so records are told apart by
+/// their first bytes, which keeps a million-line journal's ends cheap.
+pub fn read_journal_ends(path: &Path) -> Result<(Journal, f64), ExecError> {
+    use std::io::BufRead;
+    let io_error = |source| ExecError::Journal {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_error)?;
+    let mut reader = io::BufReader::with_capacity(256 * 1024, file);
+    let mut ends = Journal::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(io_error)? == 0 {
+            break;
+        }
+        if buf.starts_with(br#"{"kind":"request""#) || buf.starts_with(br#"{"kind":"task""#) {
+            continue;
+        }
+        // A torn last line, or anything unexpected: read_journal's rules
+        // apply in the full pass below when there is no footer.
+        match serde_json::from_slice::<JournalLine>(&buf) {
+            Ok(JournalLine::Run(header)) => ends.header = Some(header),
+            Ok(JournalLine::End(footer)) => ends.footer = Some(footer),
+            _ => {}
+        }
+    }
+    if ends.footer.is_some() {
+        return Ok((ends, 0.0));
+    }
+    let mut last_completed_ms: f64 = 0.0;
+    stream_journal(path, |line| match line {
+        JournalLine::Request(r) => last_completed_ms = last_completed_ms.max(r.completed_ms),
+        JournalLine::Task(t) => last_completed_ms = last_completed_ms.max(t.completed_ms),
+        JournalLine::Run(_) | JournalLine::End(_) => {}
+    })?;
+    Ok((ends, last_completed_ms))
 }
 
 /// [`read_journal`] on bytes; the error carries the 1-based line number.

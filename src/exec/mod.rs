@@ -91,7 +91,7 @@ use crate::config::{Api, Workload};
 use crate::plan::{Load, RunPlan};
 
 pub use client::{TokenIdSupport, probe_models, probe_token_ids};
-pub use journal::read_journal;
+pub use journal::{read_journal, read_journal_ends, stream_journal};
 pub use record::{
     ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, TaskRecord, TokenSource,
 };
@@ -133,6 +133,9 @@ pub struct RunOptions {
     pub prefix_cache_reset: Option<String>,
     /// Why the server's telemetry is not scraped, if it is not (journaled).
     pub telemetry_off: Option<String>,
+    /// Return only the journal's header and footer: the records stay on
+    /// disk, and memory does not grow with the run (`capcard run` does this).
+    pub discard_records: bool,
 }
 
 /// What makes a run impossible. Endpoint failures during a run are not

@@ -456,7 +456,7 @@ pub(crate) async fn run(
         tokenizer: source.tokenizer(),
     };
     let target_has_tokenizer = target.tokenizer.is_some();
-    let (journal_tx, writer) = journal::spawn_writer(journal_path)?;
+    let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;
 
     let started_at = journal::rfc3339_utc(SystemTime::now());
     let t0 = Instant::now();

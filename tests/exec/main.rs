@@ -155,6 +155,7 @@ fn quiet() -> RunOptions {
         cancel: CancellationToken::new(),
         prefix_cache_reset: None,
         telemetry_off: None,
+        discard_records: false,
     }
 }
 
@@ -727,6 +728,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         cancel: CancellationToken::new(),
         prefix_cache_reset: None,
         telemetry_off: None,
+        discard_records: false,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {
@@ -778,6 +780,50 @@ async fn read_journal_tolerates_a_truncated_last_line() {
     assert_eq!(read.footer, None);
     assert_eq!(read.requests, journal.requests);
     assert_eq!(read.header, journal.header);
+    // Streamed, the same lines; the ends alone, the header and no footer.
+    let mut streamed = Vec::new();
+    capcard::exec::stream_journal(&path, |line| streamed.push(line)).unwrap();
+    assert_eq!(streamed.len(), 1 + journal.requests.len());
+    let (ends, last) = capcard::exec::read_journal_ends(&path).unwrap();
+    assert_eq!((ends.header, ends.footer), (journal.header.clone(), None));
+    let latest = journal
+        .requests
+        .iter()
+        .map(|r| r.completed_ms)
+        .fold(0.0, f64::max);
+    assert_eq!(last, latest);
+    // A bad line that is not the last is an error, as in read_journal.
+    std::fs::write(&path, format!("{{oops\n{text}")).unwrap();
+    assert!(capcard::exec::stream_journal(&path, |_| {}).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_discards_records_returns_its_ends_and_keeps_every_line_on_disk() {
+    let _serial = SERIAL.lock().await;
+    let (addr, _state) = server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ep = endpoint(addr, "ok", Duration::from_secs(5));
+    let plan = closed(2, 0, StopRule::Requests(10));
+    let path = dir.path().join("discard.jsonl");
+    let options = RunOptions {
+        discard_records: true,
+        ..quiet()
+    };
+    let inputs = RunInputs {
+        source: TestSource::single(3),
+        arrivals: None,
+    };
+    let journal = execute_run_with(&ep, &plan, inputs, &path, &options)
+        .await
+        .unwrap();
+    assert!(journal.requests.is_empty() && journal.tasks.is_empty());
+    let on_disk = read_journal(&path).unwrap();
+    assert!(on_disk.requests.len() >= 10);
+    assert_eq!(journal.header, on_disk.header);
+    assert_eq!(
+        journal.footer, on_disk.footer,
+        "the same footer, from timings alone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
