@@ -719,9 +719,10 @@ async fn prepare_target(
             (server.base_url(), Some(server))
         }
     };
-    let models = exec::probe_models(
+    let models = exec::client::probe_models_with(
         &base_url,
         api_key.as_deref(),
+        &headers,
         target.timeout.min(Duration::from_secs(30)),
     )
     .await

@@ -463,6 +463,16 @@ pub async fn probe_models(
     api_key: Option<&str>,
     timeout: Duration,
 ) -> Result<Vec<String>, ExecError> {
+    probe_models_with(base_url, api_key, &[], timeout).await
+}
+
+/// [`probe_models`], also sending the target's own `headers`.
+pub async fn probe_models_with(
+    base_url: &str,
+    api_key: Option<&str>,
+    headers: &[(String, String)],
+    timeout: Duration,
+) -> Result<Vec<String>, ExecError> {
     let url = endpoint_url(base_url, "models")?;
     let unreachable = |reason: String| ExecError::Unreachable {
         url: url.to_string(),
@@ -472,6 +482,9 @@ pub async fn probe_models(
     let mut request = client.get(url.clone()).timeout(timeout);
     if let Some(auth) = bearer(api_key)? {
         request = request.header(AUTHORIZATION, auth);
+    }
+    for (name, value) in parse_headers(headers)? {
+        request = request.header(name, value);
     }
     let response = request.send().await.map_err(|e| {
         if e.is_timeout() {

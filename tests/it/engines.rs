@@ -36,6 +36,14 @@ async fn run_binary(file: &Path, out: &Path) -> std::process::Output {
     .unwrap()
 }
 
+/// [`run_binary`], which must succeed; its stderr (the run log).
+async fn run_ok(file: &Path, out: &Path) -> String {
+    let output = run_binary(file, out).await;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
 fn requests_in(dir: &Path) -> Vec<capcard::exec::RequestRecord> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir.join("runs")).unwrap() {
@@ -79,9 +87,7 @@ closed {{
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let output = run_binary(&file, &out).await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = run_ok(&file, &out).await;
     assert!(
         stderr.contains("prompts as token ids 1000..=7781"),
         "the probe found the vocabulary: {stderr}"
@@ -322,12 +328,7 @@ async fn run_twice(kdl: String, dir: &Path) {
     let file = dir.join("e.kdl");
     std::fs::write(&file, kdl).unwrap();
     for i in 0..2 {
-        let output = run_binary(&file, &dir.join(format!("out{i}"))).await;
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        run_ok(&file, &dir.join(format!("out{i}"))).await;
     }
 }
 
@@ -450,9 +451,7 @@ closed {{
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let output = run_binary(&file, &out).await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = run_ok(&file, &out).await;
     assert!(
         stderr.contains("words are one token each by POST"),
         "{stderr}"
