@@ -155,7 +155,22 @@ pub fn build(experiment: &Experiment) -> Plan {
 pub fn run_id(target: &str, workload: &str, load: &Load) -> String {
     match load {
         Load::Concurrency { concurrency } => format!("{target}--{workload}--c{concurrency:04}"),
-        Load::Rate { rate, .. } => format!("{target}--{workload}--r{:.3}", rate.0),
+        Load::Rate { rate, .. } => format!("{target}--{workload}--r{}", rate_label(rate.0)),
+    }
+}
+
+/// A rate as it appears in a run id: three decimals when they hold it
+/// exactly (`r4.000`, `r0.250`), else six, so two rates a search visits never
+/// share an id (and a journal) because they round alike.
+fn rate_label(rate: f64) -> String {
+    let three = format!("{rate:.3}");
+    if three
+        .parse::<f64>()
+        .is_ok_and(|r| (r - rate).abs() <= 1e-9 * rate.abs().max(1.0))
+    {
+        three
+    } else {
+        format!("{rate:.6}")
     }
 }
 
@@ -170,9 +185,9 @@ pub fn run_seed(experiment_seed: u64, workload: &str, load: &Load) -> u64 {
     mix(workload_seed(experiment_seed, workload), level)
 }
 
-/// The run a Cr_open search makes at `rate`, from the search's template.
-/// `template` at `rate`; a trace replay that lasts the trace (`open` has no
-/// `duration`) gets the duration of the replay at that rate.
+/// The run a Cr_open search makes at `rate`, from the search's template; a
+/// trace replay that lasts the trace (`open` has no `duration`) gets the
+/// duration of the replay at that rate.
 pub fn run_at_rate_of(
     template: &RunPlan,
     rate: RatePerS,
@@ -186,6 +201,7 @@ pub fn run_at_rate_of(
     run
 }
 
+/// `template` at `rate`, with its id and seed.
 pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> RunPlan {
     let arrival = match template.load {
         Load::Rate { arrival, .. } => arrival,
@@ -571,7 +587,13 @@ mod tests {
         );
         assert_eq!(run_id("t", "w", &rate(4.0)), "t--w--r4.000");
         assert_eq!(run_id("t", "w", &rate(0.5)), "t--w--r0.500");
-        assert_eq!(run_id("t", "w", &rate(12.3456)), "t--w--r12.346");
+        assert_eq!(run_id("t", "w", &rate(12.3456)), "t--w--r12.345600");
+        // Low rates a fine search visits no longer collide at 3 decimals.
+        assert_ne!(
+            run_id("t", "w", &rate(0.12341)),
+            run_id("t", "w", &rate(0.12344))
+        );
+        assert_eq!(run_id("t", "w", &rate(0.12341)), "t--w--r0.123410");
     }
 
     #[test]
