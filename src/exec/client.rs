@@ -69,8 +69,14 @@ pub(crate) fn build_client(pool_size: usize, http2: bool) -> Result<reqwest::Cli
         .map_err(|e| ExecError::Client(error_chain(&e)))
 }
 
-/// The transport for a run's calls to `url`.
-pub(crate) fn build_transport(url: &reqwest::Url, http2: bool) -> Result<Transport, ExecError> {
+/// The transport for a run's calls to `url`, sending `auth` and `headers`
+/// (HTTP/1.1 builds them into its pool once; HTTP/2 adds them per call).
+pub(crate) fn build_transport(
+    url: &reqwest::Url,
+    http2: bool,
+    auth: Option<&HeaderValue>,
+    headers: &[(reqwest::header::HeaderName, HeaderValue)],
+) -> Result<Transport, ExecError> {
     if http2 {
         let client = reqwest::Client::builder()
             .retry(reqwest::retry::never())
@@ -86,7 +92,14 @@ pub(crate) fn build_transport(url: &reqwest::Url, http2: bool) -> Result<Transpo
             .map_err(|e| ExecError::Client(error_chain(&e)))?;
         Ok(Transport::Http2(client))
     } else {
-        Ok(Transport::Http1(std::sync::Arc::new(Http1Pool::new(url)?)))
+        let mut fixed: Vec<_> = auth
+            .map(|a| (AUTHORIZATION, a.clone()))
+            .into_iter()
+            .collect();
+        fixed.extend(headers.iter().cloned());
+        Ok(Transport::Http1(std::sync::Arc::new(Http1Pool::new(
+            url, fixed,
+        )?)))
     }
 }
 
@@ -306,23 +319,8 @@ struct CallProgress {
 /// Send the request on the target's transport.
 async fn send(target: &HttpTarget, body: Bytes) -> Result<Sent, SendFailure> {
     match &target.transport {
-        Transport::Http1(pool) => {
-            let mut headers = vec![
-                ("content-type", HeaderValue::from_static("application/json")),
-                ("accept", HeaderValue::from_static("text/event-stream")),
-            ];
-            if let Some(auth) = &target.auth {
-                headers.push(("authorization", auth.clone()));
-            }
-            for (name, value) in target.headers.iter() {
-                headers.push((name.as_str(), value.clone()));
-            }
-            let path = match target.url.query() {
-                Some(q) => format!("{}?{q}", target.url.path()),
-                None => target.url.path().to_string(),
-            };
-            pool.send(&path, &headers, body).await
-        }
+        // Path and headers were fixed when the pool was built.
+        Transport::Http1(pool) => pool.send(body).await,
         Transport::Http2(client) => {
             let mut request = client
                 .post(target.url.clone())

@@ -447,9 +447,10 @@ pub(crate) async fn run(
             return Err(bad_run("an open-loop run without an arrival schedule"));
         }
     };
+    let headers = Arc::new(client::parse_headers(&endpoint.headers)?);
     let target = HttpTarget {
-        transport: client::build_transport(&url, endpoint.http2)?,
-        headers: Arc::new(client::parse_headers(&endpoint.headers)?),
+        transport: client::build_transport(&url, endpoint.http2, auth.as_ref(), &headers)?,
+        headers,
         url,
         auth,
         timeout: endpoint.timeout,

@@ -130,6 +130,10 @@ pub(crate) struct Http1Pool {
     port: u16,
     /// `host[:port]` for the `Host` header.
     authority: String,
+    /// The request target, `/v1/chat/completions[?query]`.
+    path_and_query: String,
+    /// Every header but `Host`, the same on every call: built once.
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
     tls: Option<(
         tokio_rustls::TlsConnector,
         rustls::pki_types::ServerName<'static>,
@@ -139,7 +143,12 @@ pub(crate) struct Http1Pool {
 }
 
 impl Http1Pool {
-    pub fn new(url: &reqwest::Url) -> Result<Self, ExecError> {
+    /// A pool for POSTs to `url` carrying `headers` (beside content type,
+    /// accept and host).
+    pub fn new(
+        url: &reqwest::Url,
+        headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    ) -> Result<Self, ExecError> {
         let bad = |reason: &str| ExecError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -159,10 +168,27 @@ impl Http1Pool {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
+        let path_and_query = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_string(),
+        };
+        let mut all_headers = vec![
+            (
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            ),
+            (
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("text/event-stream"),
+            ),
+        ];
+        all_headers.extend(headers);
         Ok(Http1Pool {
             host,
             port,
             authority,
+            path_and_query,
+            headers: all_headers,
             tls,
             idle: Mutex::new(Vec::new()),
             connections_opened: AtomicU64::new(0),
@@ -215,19 +241,14 @@ impl Http1Pool {
         Ok(sender)
     }
 
-    /// Send `body` as a POST to `path_and_query`; on a reused connection that
-    /// dies before any response byte, once more on a fresh one.
-    pub async fn send(
-        self: &Arc<Self>,
-        path_and_query: &str,
-        headers: &[(&str, http::HeaderValue)],
-        body: Bytes,
-    ) -> Result<Sent, SendFailure> {
+    /// Send `body` as a POST; on a reused connection that dies before any
+    /// response byte, once more on a fresh one.
+    pub async fn send(self: &Arc<Self>, body: Bytes) -> Result<Sent, SendFailure> {
         let request = || {
-            let mut builder = http::Request::post(path_and_query)
+            let mut builder = http::Request::post(self.path_and_query.as_str())
                 .header(http::header::HOST, self.authority.as_str());
-            for (name, value) in headers {
-                builder = builder.header(*name, value.clone());
+            for (name, value) in &self.headers {
+                builder = builder.header(name, value.clone());
             }
             builder
                 .body(Full::new(body.clone()))
@@ -389,13 +410,15 @@ mod tests {
     #[test]
     fn pools_take_host_port_and_authority_from_the_url() {
         let url = reqwest::Url::parse("http://127.0.0.1:8000/v1/completions").unwrap();
-        let pool = Http1Pool::new(&url).unwrap();
+        let pool = Http1Pool::new(&url, vec![]).unwrap();
         assert_eq!(
             (pool.host.as_str(), pool.port, pool.authority.as_str()),
             ("127.0.0.1", 8000, "127.0.0.1:8000")
         );
-        let url = reqwest::Url::parse("http://[::1]/v1").unwrap();
-        let pool = Http1Pool::new(&url).unwrap();
+        assert_eq!(pool.path_and_query, "/v1/completions");
+        let url = reqwest::Url::parse("http://[::1]/v1?k=1").unwrap();
+        let pool = Http1Pool::new(&url, vec![]).unwrap();
+        assert_eq!(pool.path_and_query, "/v1?k=1");
         assert_eq!(
             (pool.host.as_str(), pool.port, pool.authority.as_str()),
             ("::1", 80, "[::1]")
