@@ -92,6 +92,8 @@ fn main() -> miette::Result<()> {
             stop: StopRule::Duration(Duration::from_secs(60)),
             warmup: Duration::from_secs(10),
             trace: None,
+            confidence: Fraction(0.95),
+            budget: None,
         }),
         sizing: Some(SizingSpec {
             targets: vec![SizingTarget::Rps {

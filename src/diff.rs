@@ -638,8 +638,11 @@ mod tests {
         let cr = |rps: f64, failed: Option<f64>| CrOpen {
             slo: "s".into(),
             rps: Some(rps),
+            range: [Some(rps), failed],
             failed_at_rps: failed,
             at_least: false,
+            inconclusive_rps: vec![],
+            precision_reached: None,
             note: None,
             run_id: None,
             failed_run_id: None,

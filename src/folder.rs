@@ -265,17 +265,19 @@ pub fn recompute(
                 .unwrap_or(0.0)
                 .total_cmp(&b.rate_rps.unwrap_or(0.0))
         });
-        // A run can be repeated (a longer re-run for too few samples): the
-        // latest journal at a level/rate wins, earlier ones stay on disk.
+        // A rate can have an extension beside its run (`<id>--ext`, longer,
+        // for a conclusive verdict): the longest complete journal at a
+        // level or rate measures it; an extension cut short leaves the
+        // run's own. Every journal stays on disk.
         closed.dedup_by(|later, earlier| {
             later.concurrency == earlier.concurrency && {
-                std::mem::swap(later, earlier);
+                keep_better(earlier, later);
                 true
             }
         });
         open.dedup_by(|later, earlier| {
             later.rate_rps == earlier.rate_rps && {
-                std::mem::swap(later, earlier);
+                keep_better(earlier, later);
                 true
             }
         });
@@ -321,6 +323,19 @@ pub fn recompute(
     Ok(report)
 }
 
+/// Of two summaries of the same level or rate, keep in `kept` the one that
+/// measures it: complete before incomplete, then the longer window.
+fn keep_better(kept: &mut analyze::RunSummary, other: &mut analyze::RunSummary) {
+    let better = match (other.incomplete, kept.incomplete) {
+        (false, true) => true,
+        (true, false) => false,
+        _ => other.window_s > kept.window_s,
+    };
+    if better {
+        std::mem::swap(kept, other);
+    }
+}
+
 /// [`summarize_run`] on the journal at `path`, streamed line by line: the
 /// run's summary in memory that does not grow with the run. `ends` are its
 /// header and footer (from [`ResultsFolder::journal_ends`]).
@@ -335,22 +350,36 @@ pub fn summarize_run_file(
     let header = ends.header.as_ref();
     let footer = ends.footer.as_ref();
     let window = window_from_ends(header, footer, last_completed_ms);
-    let mut acc = RunAccumulator::new(
-        JournalEnds { header, footer },
-        window,
-        &experiment.slos,
-        &extra,
-    );
-    exec::stream_journal(path, |line| match line {
-        exec::JournalLine::Request(r) => acc.request(&r),
-        exec::JournalLine::Task(t) => acc.task(&t),
-        exec::JournalLine::Run(_) | exec::JournalLine::End(_) => {}
-    })
-    .map_err(|e| FolderError::Journal {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let mut summary = acc.finish();
+    let confidence = experiment
+        .open
+        .as_ref()
+        .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
+    let pass = |window| -> Result<RunAccumulator<'_>, FolderError> {
+        let mut acc = RunAccumulator::new(
+            JournalEnds { header, footer },
+            window,
+            &experiment.slos,
+            &extra,
+        )
+        .with_confidence(confidence);
+        exec::stream_journal(path, |line| match line {
+            exec::JournalLine::Request(r) => acc.request(&r),
+            exec::JournalLine::Task(t) => acc.task(&t),
+            exec::JournalLine::Run(_) | exec::JournalLine::End(_) => {}
+        })
+        .map_err(|e| FolderError::Journal {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Ok(acc)
+    };
+    // A start that was not yet steady extends the warmup: a second pass
+    // over the journal from where the steady state begins.
+    let first = pass(window)?;
+    let mut summary = match first.steady_start_ms() {
+        Some(from) => pass(window.starting_at(from))?.finish(),
+        None => first.finish(),
+    };
     if let Some(header) = header {
         let bounds = match footer {
             Some(f) => f.measured_window_ms,
@@ -373,7 +402,12 @@ pub fn summarize_run(
     experiment: &Experiment,
 ) -> analyze::RunSummary {
     let extra: Vec<_> = experiment.closed.iter().map(|c| c.crossp.stat).collect();
-    let mut summary = analyze::summary::summarize_with(journal, &experiment.slos, &extra);
+    let confidence = experiment
+        .open
+        .as_ref()
+        .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
+    let mut summary =
+        analyze::summary::summarize_judged(journal, &experiment.slos, &extra, confidence);
     if let Some(header) = &journal.header {
         let path = folder.telemetry(&header.run.id);
         // A missing or unreadable telemetry file means "no telemetry for this

@@ -25,6 +25,7 @@ pub mod plan;
 pub mod report;
 pub mod runner;
 pub mod sim;
+pub mod stats;
 pub mod workload;
 
 /// The version written into results.

@@ -27,8 +27,8 @@ use crate::report::Templates;
 use crate::sim;
 use crate::workload::prompt::TokenIdRange;
 
-/// Longest a run is extended to for the samples an SLO percentile needs.
-const MAX_EXTENDED_RUN: Duration = Duration::from_secs(600);
+/// An extension runs this many times the planned measured time.
+const EXTENSION_FACTOR: u32 = 4;
 
 /// What `capcard run` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -320,12 +320,21 @@ async fn drive(
         match &card.open {
             OpenPlan::None => {}
             OpenPlan::Grid { runs } => {
+                let mut budget = Budget::of(experiment, runs.first());
+                let wanted: Vec<String> = card.slos.clone();
                 for run in runs {
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
-                    execute(folder, target, workload, run, invocation, &options, log).await?;
+                    let journal =
+                        execute(folder, target, workload, run, invocation, &options, log).await?;
+                    let summary = summarize(folder, run, &journal, experiment)?;
                     refresh(folder, experiment, full_plan, &templates)?;
+                    if analyze::search::needs_extension(&summary, &wanted) {
+                        let ext = (folder, target, workload, invocation, &options);
+                        extend(ext, run, &summary, &mut budget, experiment, cancel, log).await?;
+                        refresh(folder, experiment, full_plan, &templates)?;
+                    }
                 }
             }
             OpenPlan::Search {
@@ -346,6 +355,7 @@ async fn drive(
                 let slo_names: Vec<String> = card.slos.clone();
                 let mut search =
                     analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
+                let mut budget = Budget::of(experiment, Some(template));
                 while let Some(rate) = search.next_rate() {
                     if cancel.is_cancelled() {
                         return Ok(());
@@ -356,37 +366,28 @@ async fn drive(
                         experiment.seed,
                         experiment.open.as_ref(),
                     );
-                    let mut journal =
+                    let journal =
                         execute(folder, target, workload, &run, invocation, &options, log).await?;
                     let mut summary = summarize(folder, &run, &journal, experiment)?;
-                    // Too few samples for a percentile clause: extend the run
-                    // (once) rather than judge on noise.
-                    if let Some(needed) = analyze::search::needs_longer(&summary, &experiment.slos)
-                    {
-                        if !cancel.is_cancelled() {
-                            let longer = lengthen(&run, needed, rate);
-                            if longer.stop != run.stop {
-                                let _ = writeln!(
-                                    log,
-                                    "  {}: {} calls measured, {} needed for the SLO percentiles: re-running longer",
-                                    run.id, summary.requests, needed
-                                );
-                                let fresh = Invocation {
-                                    resuming: false,
-                                    ..invocation
-                                };
-                                journal = execute(
-                                    folder, target, workload, &longer, fresh, &options, log,
-                                )
-                                .await?;
-                                summary = summarize(folder, &longer, &journal, experiment)?;
-                            }
-                        }
-                    }
                     if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
                         return Ok(());
                     }
-                    search.record(rate, &summary.slo_pass);
+                    // Inconclusive for an SLO the search still needs: extend
+                    // the rate (once, within the budget) rather than guess.
+                    if analyze::search::needs_extension(&summary, &search.unresolved()) {
+                        let ext = (folder, target, workload, invocation, &options);
+                        if let Some(longer) =
+                            extend(ext, &run, &summary, &mut budget, experiment, cancel, log)
+                                .await?
+                        {
+                            summary = longer;
+                        }
+                        if cancel.is_cancelled() {
+                            refresh(folder, experiment, full_plan, &templates)?;
+                            return Ok(());
+                        }
+                    }
+                    search.record(rate, &analyze::search::verdicts_of(&summary));
                     refresh(folder, experiment, full_plan, &templates)?;
                 }
             }
@@ -656,23 +657,116 @@ fn describe_run(run: &RunPlan) -> String {
     )
 }
 
-/// A longer version of `run` that should measure about `needed` calls at
-/// `rate`. The duration grows to what the samples need, up to 4× the planned
-/// duration or 10 minutes, whichever is longer, so a search stays bounded; a
-/// verdict still short of samples after that says so on the card.
-fn lengthen(run: &RunPlan, needed: u64, rate: f64) -> RunPlan {
-    let mut longer = run.clone();
-    match run.stop {
-        StopRule::Duration(d) if rate > 0.0 => {
-            let wanted = Duration::from_secs_f64((needed as f64 / rate) * 1.1);
-            let ceiling = (d * 4).max(MAX_EXTENDED_RUN);
-            let capped = wanted.min(ceiling).max(d);
-            longer.stop = StopRule::Duration(capped);
-        }
-        StopRule::Requests(n) => longer.stop = StopRule::Requests(n.max(needed)),
-        StopRule::Duration(_) | StopRule::TraceEnd => {}
+/// The measured time one card's open runs may add by extending
+/// inconclusive rates: `budget` of the open block, else 4 × one run's
+/// measured time.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    left: Duration,
+}
+
+impl Budget {
+    fn of(experiment: &Experiment, run: Option<&RunPlan>) -> Budget {
+        let planned = run.map_or(Duration::ZERO, planned_measured_time);
+        let left = experiment
+            .open
+            .as_ref()
+            .and_then(|o| o.budget)
+            .unwrap_or(planned * EXTENSION_FACTOR);
+        Budget { left }
     }
-    longer
+}
+
+/// A run's planned measured time (a request count at its rate).
+fn planned_measured_time(run: &RunPlan) -> Duration {
+    match (run.stop, run.load) {
+        (StopRule::Duration(d), _) => d,
+        (StopRule::Requests(n), Load::Rate { rate, .. }) if rate.0 > 0.0 => {
+            Duration::from_secs_f64(n as f64 / rate.0)
+        }
+        _ => Duration::ZERO,
+    }
+}
+
+/// The extension of `run`: the same rate and seed, measured
+/// [`EXTENSION_FACTOR`] times as long (fewer if the budget has less left,
+/// but at least twice as long, else not at all), under a run id of its own
+/// (`<id>--ext`), so its journal sits beside the run's and never replaces
+/// it. A trace replay has no longer version.
+fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
+    let planned = planned_measured_time(run);
+    if planned.is_zero() || matches!(run.stop, StopRule::TraceEnd) {
+        return None;
+    }
+    let factor = (budget.left.as_secs_f64() / planned.as_secs_f64())
+        .min(f64::from(EXTENSION_FACTOR))
+        .floor();
+    if factor < 2.0 {
+        return None;
+    }
+    let mut longer = run.clone();
+    longer.id = format!("{}--ext", run.id);
+    longer.stop = match run.stop {
+        StopRule::Duration(d) => StopRule::Duration(d.mul_f64(factor)),
+        StopRule::Requests(n) => StopRule::Requests((n as f64 * factor).ceil() as u64),
+        StopRule::TraceEnd => return None,
+    };
+    Some(longer)
+}
+
+type ExtensionContext<'a> = (
+    &'a ResultsFolder,
+    &'a LiveTarget,
+    (&'a config::Workload, Option<&'a TraceSpec>),
+    Invocation,
+    &'a RunOptions,
+);
+
+/// Extend an inconclusive run within the budget; the longer run's summary,
+/// or `None` when the budget has no room (the run stays inconclusive, and
+/// the card says so). An extension cut short (Ctrl-C) leaves the run's own
+/// journal as the measurement of its rate.
+async fn extend(
+    (folder, target, workload, invocation, options): ExtensionContext<'_>,
+    run: &RunPlan,
+    summary: &RunSummary,
+    budget: &mut Budget,
+    experiment: &Experiment,
+    cancel: &CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<Option<RunSummary>, RunError> {
+    if cancel.is_cancelled() {
+        return Ok(None);
+    }
+    let Some(longer) = lengthen(run, budget) else {
+        let _ = writeln!(
+            log,
+            "  {}: inconclusive, and the extension budget has no room for a longer run",
+            run.id
+        );
+        return Ok(None);
+    };
+    let undecided: Vec<&str> = summary
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict == analyze::Verdict::Inconclusive)
+        .map(|v| v.slo.as_str())
+        .collect();
+    let _ = writeln!(
+        log,
+        "  {}: inconclusive for {}: extending ({} left in the budget)",
+        run.id,
+        undecided.join(", "),
+        plan::human_duration(budget.left.as_secs_f64())
+    );
+    budget.left = budget
+        .left
+        .saturating_sub(planned_measured_time(&longer) + longer.warmup);
+    let journal = execute(folder, target, workload, &longer, invocation, options, log).await?;
+    if !folder::journal_finished(&journal) {
+        return Ok(None);
+    }
+    Ok(Some(summarize(folder, &longer, &journal, experiment)?))
 }
 
 async fn prepare_target(
@@ -1054,9 +1148,9 @@ mod tests {
     }
 
     #[test]
-    fn lengthen_caps_at_four_times() {
+    fn extension_is_its_own_run_within_the_budget() {
         let run = RunPlan {
-            id: "t--w--r1.000".into(),
+            id: "t--w--r1".into(),
             target: "t".into(),
             workload: "w".into(),
             mode: Mode::Open,
@@ -1068,21 +1162,26 @@ mod tests {
             stop: StopRule::Duration(Duration::from_secs(10)),
             seed: 1,
         };
+        let budget = |s: u64| Budget {
+            left: Duration::from_secs(s),
+        };
+        let longer = lengthen(&run, &budget(100)).expect("room for 4×");
+        assert_eq!(longer.id, "t--w--r1--ext");
+        assert_eq!(longer.stop, StopRule::Duration(Duration::from_secs(40)));
+        assert_eq!(longer.seed, run.seed);
+        // Only room for 3×, then for less than 2×: none.
         assert_eq!(
-            lengthen(&run, 100, 1.0).stop,
-            StopRule::Duration(Duration::from_secs(110))
+            lengthen(&run, &budget(35)).map(|r| r.stop),
+            Some(StopRule::Duration(Duration::from_secs(30)))
         );
+        assert_eq!(lengthen(&run, &budget(19)), None);
+        let counted = RunPlan {
+            stop: StopRule::Requests(50),
+            ..run.clone()
+        };
         assert_eq!(
-            lengthen(&run, 5000, 1.0).stop,
-            StopRule::Duration(MAX_EXTENDED_RUN)
-        );
-        assert_eq!(
-            lengthen(&run, 22, 1.0).stop,
-            StopRule::Duration(Duration::from_secs_f64(24.2))
-        );
-        assert_eq!(
-            lengthen(&run, 5, 1.0).stop,
-            StopRule::Duration(Duration::from_secs(10))
+            lengthen(&counted, &budget(1000)).map(|r| r.stop),
+            Some(StopRule::Requests(200))
         );
     }
 }

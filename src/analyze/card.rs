@@ -49,13 +49,19 @@ pub fn build_card(
 
     let crossp_spec = experiment.closed.as_ref().map(|c| c.crossp);
     let knee_spec = experiment.closed.as_ref().map(|c| c.knee);
-    // Invalid runs (most calls failed) measured the failure, not the replica.
-    let valid_closed: Vec<RunSummary> = closed.iter().filter(|s| !s.invalid).cloned().collect();
+    // Invalid runs (most calls failed) measured the failure, not the
+    // replica, and a run whose latency was still rising had not reached the
+    // steady state a sweep compares: only stable, valid levels decide.
+    let valid_closed: Vec<RunSummary> = closed
+        .iter()
+        .filter(|s| !s.invalid && s.state == super::RunState::Stable)
+        .cloned()
+        .collect();
     let crossp = crossp::crossp(&valid_closed, &crossp_spec.unwrap_or_default());
     let cr_closed = knee::cr_closed(&valid_closed, &knee_spec.unwrap_or_default());
-    let max_rps = match experiment.open.as_ref().map(|o| &o.rates) {
-        Some(RateSelection::Search { max, .. }) => Some(max.0),
-        _ => None,
+    let (max_rps, precision) = match experiment.open.as_ref().map(|o| &o.rates) {
+        Some(RateSelection::Search { max, precision, .. }) => (Some(max.0), Some(precision.0)),
+        _ => (None, None),
     };
     let cr_open: Vec<_> = if open.is_empty() {
         vec![]
@@ -63,7 +69,7 @@ pub fn build_card(
         experiment
             .slos
             .iter()
-            .map(|slo| cr_open(&open, &slo.name, max_rps))
+            .map(|slo| cr_open(&open, &slo.name, max_rps, precision))
             .collect()
     };
     let sizing = experiment
@@ -392,15 +398,51 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
         .map(|s| {
             let rate = s.rate_rps.map(fmt_rate).unwrap_or_default();
             match s.completed_fraction {
-                Some(f) => format!("{rate} rps ({} completed)", format_fraction(f)),
+                Some(f) => format!("{rate} rps ({} finished)", format_fraction(f)),
                 None => format!("{rate} rps"),
             }
         })
         .collect();
     if !not_kept_up.is_empty() {
         notes.push(format!(
-            "the replica did not keep up with the arrivals at {}",
+            "the replica did not keep up with the arrivals at {} (overloaded: each fails every SLO)",
             not_kept_up.join(", ")
+        ));
+    }
+    let unsteady: Vec<String> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter(|s| s.state == super::RunState::Backlogged)
+        .map(|s| {
+            let at = match (s.concurrency, s.rate_rps) {
+                (Some(c), _) => format!("c={c}"),
+                (_, Some(r)) => format!("{} rps", fmt_rate(r)),
+                _ => s.run_id.clone(),
+            };
+            match &s.state_reason {
+                Some(why) => format!("{at} ({why})"),
+                None => at,
+            }
+        })
+        .collect();
+    if !unsteady.is_empty() {
+        notes.push(format!(
+            "backlogged, not yet steady: {} — a closed level like this decides neither CrossP \
+             nor Cr_closed, and an open rate cannot pass",
+            unsteady.join(", ")
+        ));
+    }
+    let extended: Vec<String> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter_map(|s| Some(format!("`{}` by {:.1} s", s.run_id, s.warmup_extended_s?)))
+        .collect();
+    if !extended.is_empty() {
+        notes.push(format!(
+            "warmup extended past an unsteady start: {}",
+            extended.join(", ")
         ));
     }
     notes
@@ -451,6 +493,8 @@ mod tests {
                 stop: StopRule::Duration(Duration::from_secs(120)),
                 warmup: Duration::from_secs(15),
                 trace: None,
+                confidence: crate::config::Fraction(0.95),
+                budget: None,
             }),
             sizing: Some(SizingSpec {
                 targets: vec![
@@ -532,14 +576,15 @@ mod tests {
             requests: 600,
             kept_up: Some(pass),
             completed_fraction: Some(if pass { 1.0 } else { 0.8 }),
-            slo_pass: BTreeMap::from([("interactive".into(), pass)]),
-            slo_verdicts: BTreeMap::from([(
-                "interactive".into(),
-                SloVerdict {
-                    pass,
-                    ..SloVerdict::default()
+            verdicts: vec![SloVerdict {
+                slo: "interactive".into(),
+                verdict: if pass {
+                    crate::analyze::Verdict::Pass
+                } else {
+                    crate::analyze::Verdict::Fail
                 },
-            )]),
+                ..SloVerdict::default()
+            }],
             prompt_tokens_requested_mean: 600.0,
             prompt_tokens_reported_mean: Some(600.0),
             output_tokens_requested_mean: 200.0,
@@ -601,7 +646,11 @@ mod tests {
                 "Cr_closed: throughput still rising at the largest level (c=8: +27% over c=4) — \
                  saturation not reached; extend the sweep"
                     .to_string(),
-                "the replica did not keep up with the arrivals at 7 rps (80% completed), 8 rps (80% completed)"
+                "Cr_open for interactive: the precision asked for was not reached within the \
+                 search's runs: Cr_open lies between 6 and 7 rps"
+                    .to_string(),
+                "the replica did not keep up with the arrivals at 7 rps (80% finished), 8 rps (80% finished) \
+                 (overloaded: each fails every SLO)"
                     .to_string(),
             ]
         );
@@ -743,6 +792,8 @@ mod tests {
         assert_eq!(card["cr_open"][0]["rps"], serde_json::Value::Null);
         assert_eq!(card["cr_open"][0]["failed_at_rps"], 0.5);
         assert_eq!(card["sizing"][0]["replicas"], serde_json::Value::Null);
-        assert_eq!(card["open"][0]["slo_pass"]["interactive"], false);
+        assert_eq!(card["open"][0]["verdicts"][0]["slo"], "interactive");
+        assert_eq!(card["open"][0]["verdicts"][0]["verdict"], "fail");
+        assert_eq!(card["cr_open"][0]["range"], serde_json::json!([null, 0.5]));
     }
 }

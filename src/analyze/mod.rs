@@ -7,6 +7,7 @@
 
 pub mod card;
 pub mod crossp;
+pub mod interval;
 pub mod knee;
 pub mod search;
 pub mod sizing;
@@ -21,28 +22,15 @@ use serde::{Deserialize, Serialize};
 use crate::config::{CrossPSpec, KneeSpec, Slo, Workload};
 use crate::plan::Mode;
 
+pub use crate::stats::LatencyStats;
 pub use card::{build_card, build_report};
 pub use crossp::crossp;
+pub use interval::Verdict;
 pub use knee::cr_closed;
-pub use search::{Search, cr_open, needs_longer, start_estimate};
+pub use search::{Search, cr_open, needs_extension, start_estimate};
 pub use sizing::size;
 pub use slo::{ClauseVerdict, SloVerdict};
 pub use summary::{summarize, summarize_with};
-
-/// Latency distribution of one metric in one run, in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencyStats {
-    pub count: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p95: f64,
-    pub p99: f64,
-    pub max: f64,
-    /// Other percentiles an SLO asked for, keyed like `"p99.9"`, `"p75"`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, f64>,
-}
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -84,8 +72,18 @@ pub struct RunSummary {
     /// Measured tasks (conversations / agent tasks) that completed without a
     /// failed call; = requests for single calls.
     pub tasks: u64,
+    /// Multi-call workloads: measured tasks failed by one of their calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tasks_failed: u64,
+    /// Multi-call workloads: tasks / (tasks + tasks_failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_success_fraction: Option<f64>,
     /// Length of the measured window, seconds.
     pub window_s: f64,
+    /// The window's start was moved this far past the planned warmup,
+    /// because the run's beginning was not yet steady.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_extended_s: Option<f64>,
     /// Completed calls/s.
     pub requests_per_s: f64,
     pub output_tokens_per_s: f64,
@@ -109,19 +107,24 @@ pub struct RunSummary {
     pub short_outputs: u64,
     /// Mean calls in flight over the window (Little's law check).
     pub mean_inflight: Option<f64>,
-    /// Open loop, per SLO: every clause held and the run kept up.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub slo_pass: BTreeMap<String, bool>,
-    /// Open loop, per SLO: the detail behind `slo_pass`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub slo_verdicts: BTreeMap<String, slo::SloVerdict>,
+    /// Open loop, per SLO: pass, fail or inconclusive, clause by clause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<slo::SloVerdict>,
     /// Per SLO: calls/s whose own latencies met every per-request clause.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub goodput_rps: BTreeMap<String, f64>,
-    /// Open loop: completed/offered ≥ 95% and no growing backlog.
+    /// Steady state over the window (see `summary`): only stable runs
+    /// decide CrossP and Cr_closed; an overloaded open run fails every SLO
+    /// and a backlogged one cannot pass.
+    #[serde(default)]
+    pub state: RunState,
+    /// Why the run is not `stable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
+    /// Open loop: the run was not `overloaded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_up: Option<bool>,
-    /// Open loop: tasks completed successfully in the window / `offered`.
+    /// Open loop: tasks finished (with or without an error) / `offered`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_fraction: Option<f64>,
     /// Open loop: calls in flight grew over the window (see `summary`);
@@ -140,6 +143,33 @@ pub struct RunSummary {
     /// when telemetry was off or the run had no scrape inside its window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<telemetry::ServerSignals>,
+}
+
+/// A run's steady state over its measured window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    #[default]
+    Stable,
+    Backlogged,
+    Overloaded,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Stable => "stable",
+            RunState::Backlogged => "backlogged",
+            RunState::Overloaded => "overloaded",
+        }
+    }
+}
+
+impl RunSummary {
+    /// This run's verdict for SLO `slo`, if it was judged on it.
+    pub fn verdict(&self, slo: &str) -> Option<&slo::SloVerdict> {
+        self.verdicts.iter().find(|v| v.slo == slo)
+    }
 }
 
 /// CrossP: first level where ΔT% > ΔX% vs the previous level (SPEC §3).
@@ -173,15 +203,27 @@ pub struct CrClosed {
     pub saturated: bool,
 }
 
-/// Cr_open for one SLO (SPEC §3): `rps` is null when even `min` failed.
+/// Cr_open for one SLO (SPEC §3): `rps` is null when no rate passed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrOpen {
     pub slo: String,
+    /// The point: the highest rate that passed conclusively below the
+    /// lowest that failed conclusively (`range[0]`).
     pub rps: Option<f64>,
+    /// `[highest conclusive pass, lowest conclusive failure]`; an end is
+    /// null when no rate gave it.
+    #[serde(default)]
+    pub range: [Option<f64>; 2],
     /// The lowest tested rate above `rps` that failed; null if none failed.
     pub failed_at_rps: Option<f64>,
-    /// `max` of the search passed: Cr_open ≥ rps.
+    /// No rate failed: Cr_open ≥ rps.
     pub at_least: bool,
+    /// Rates whose verdict stayed inconclusive within the budget.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inconclusive_rps: Vec<f64>,
+    /// A search: whether the range is within its `precision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_reached: Option<bool>,
     /// Plain-language reason when `rps` is null or only a bound.
     pub note: Option<String>,
     /// Run id of the passing run at `rps`.

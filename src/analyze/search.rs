@@ -1,7 +1,19 @@
 //! The Cr_open search (pure state machine): bracket, then bisect, per SLO,
-//! sharing runs across SLOs. The runner asks [`Search::next_rate`], runs it,
-//! and feeds the verdicts back with [`Search::record`]; it never loops on
-//! its own, so the whole search is testable with a synthetic oracle.
+//! sharing runs across SLOs, on three-valued verdicts. The runner asks
+//! [`Search::next_rate`], runs it, and feeds the verdicts back with
+//! [`Search::record`]; it never loops on its own, so the whole search is
+//! testable with a synthetic oracle.
+//!
+//! # Verdicts
+//!
+//! Each run is `pass`, `fail` or `inconclusive` per SLO
+//! ([`slo`](super::slo)). Only conclusive verdicts move a bracket: an
+//! inconclusive rate is never read as a failure (nor as a pass), so an SLO
+//! whose verdict at a rate run for another SLO was inconclusive keeps its
+//! own bracket. Each SLO's bracket is *(highest pass below the lowest
+//! failure, lowest failure)*: a pass above a failure (noise) cannot lift
+//! Cr_open above a rate that was seen to fail, the conservative reading for
+//! a capacity promise.
 //!
 //! # The search, per SLO
 //!
@@ -10,48 +22,38 @@
 //!    mean of `min` and `max`.
 //! 2. Bracket: after a pass, double the rate (capped at `max`) until a rate
 //!    fails or `max` passes; after a failure, halve it (floored at `min`)
-//!    until a rate passes or `min` fails.
-//! 3. Bisect between the highest passing rate and the lowest failing rate
-//!    until `(fail − pass) / pass ≤ precision`.
+//!    until a rate passes or `min` fails. Rates already run inconclusive are
+//!    stepped over. With only inconclusive rates so far, go down from the
+//!    lowest, then up from the highest.
+//! 3. Bisect: inside the bracket, the rates found inconclusive cut it into
+//!    gaps; the widest gap wider than `precision` (relative) is halved,
+//!    until every gap is within `precision`. When inconclusive rates are
+//!    what keeps the bracket wide, the precision asked for was not reached
+//!    and the card says so.
 //!
-//! Every recorded run updates every SLO's bracket, and [`Search::next_rate`]
-//! returns the next rate of the first unresolved SLO, so an SLO often finds
-//! its bracket already narrowed by the runs of the ones before it.
+//! Rates are rounded to 3 significant digits and never run twice (the
+//! runner may extend a rate once, and records the longer run's verdicts in
+//! its place); when rounding leaves no new rate inside a gap, that gap is
+//! as fine as the search can make it. [`Search::max_runs`] bounds the
+//! search as a safety net.
 //!
 //! # The runner's loop
 //!
 //! ```text
 //! let mut search = Search::new(min, max, precision, start_estimate(..), slo_names);
 //! while let Some(rate) = search.next_rate() {
-//!     let mut summary = run(rate, planned_stop);
-//!     if let Some(calls) = needs_longer(&summary, &slos) {
-//!         summary = run(rate, StopRule::Requests(calls));   // once, then judge
+//!     let mut summary = run(rate);
+//!     if needs_extension(&summary, &search.unresolved()) && budget_left {
+//!         summary = run(rate, longer);   // a journal of its own
 //!     }
-//!     search.record(rate, &summary.slo_pass);
+//!     search.record(rate, &verdicts_of(&summary));
 //! }
-//! let cards_cr_open = slos.iter().map(|s| cr_open(&open_summaries, &s.name, Some(max)));
 //! ```
-//!
-//! A search without SLOs has nothing to find: `next_rate` is `None` at once.
-//!
-//! # Noise and termination
-//!
-//! Each SLO's bracket is *(highest pass below the lowest failure, lowest
-//! failure)*: a pass above a failure (noise) cannot lift Cr_open above a rate
-//! that was seen to fail, which is the conservative reading for a capacity
-//! promise. [`cr_open`] applies the same rule to summaries, so the search and
-//! a later `capcard report` agree. Rates are rounded to 3 significant digits
-//! and never run twice; when rounding leaves no new rate strictly inside a
-//! bracket, that bracket is as fine as the search can make it and counts as
-//! resolved. Each run either lands strictly inside a bracket or at its
-//! bounds, so the search ends; [`Search::max_runs`] bounds it as a safety net
-//! against a pathological oracle.
 
 use std::collections::BTreeMap;
 
-use crate::config::{Slo, SloClause};
-
-use super::slo::{evaluate, significant};
+use super::interval::Verdict;
+use super::slo::significant;
 use super::{CrClosed, CrOpen, RunSummary};
 
 /// Search state for all SLOs of one card.
@@ -70,8 +72,17 @@ pub struct Search {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRun {
     pub rate_rps: f64,
-    /// SLO name → passed. An SLO missing here counts as failed.
-    pub slo_pass: BTreeMap<String, bool>,
+    /// SLO name → verdict. An SLO missing here is inconclusive.
+    pub verdicts: BTreeMap<String, Verdict>,
+}
+
+/// The verdicts of a run by SLO name, as the search records them.
+pub fn verdicts_of(summary: &RunSummary) -> BTreeMap<String, Verdict> {
+    summary
+        .verdicts
+        .iter()
+        .map(|v| (v.slo.clone(), v.verdict))
+        .collect()
 }
 
 impl Search {
@@ -106,7 +117,8 @@ impl Search {
 
     /// Upper bound on the runs of a search: bracketing shares one doubling /
     /// halving path through `[min, max]`, and each SLO then bisects a bracket
-    /// of ratio ≤ 2 down to `precision`. Usable by the planner's estimate.
+    /// of ratio ≤ 2 down to `precision` — twice over, for the gaps that
+    /// inconclusive rates leave. Usable by the planner's estimate.
     pub fn run_bound(min: f64, max: f64, precision: f64, slos: usize) -> u32 {
         let ratio = if min > 0.0 && max > min {
             max / min
@@ -115,7 +127,7 @@ impl Search {
         };
         let bracketing = ratio.log2().ceil() as u32 + 2;
         let bisecting = (1.0 / precision.clamp(1e-4, 1.0)).log2().ceil() as u32 + 1;
-        bracketing + slos.max(1) as u32 * bisecting
+        bracketing + 2 * slos.max(1) as u32 * bisecting
     }
 
     /// Next rate to run, or `None` when every SLO's bracket is resolved (or
@@ -128,11 +140,11 @@ impl Search {
     }
 
     /// Record the verdicts of a run at `rate_rps`. Recording a rate that was
-    /// already run (e.g. re-run longer for more samples) replaces its verdicts.
-    pub fn record(&mut self, rate_rps: f64, slo_pass: &BTreeMap<String, bool>) {
+    /// already run (e.g. extended for a conclusive verdict) replaces it.
+    pub fn record(&mut self, rate_rps: f64, verdicts: &BTreeMap<String, Verdict>) {
         let run = SearchRun {
             rate_rps,
-            slo_pass: slo_pass.clone(),
+            verdicts: verdicts.clone(),
         };
         match self
             .runs
@@ -159,22 +171,48 @@ impl Search {
         self.start_rps
     }
 
-    /// `(highest pass below the lowest failure, lowest failure)` for `slo`.
+    /// The SLOs that still want runs.
+    pub fn unresolved(&self) -> Vec<String> {
+        self.slos
+            .iter()
+            .filter(|s| !self.is_resolved(s))
+            .cloned()
+            .collect()
+    }
+
+    fn verdict_at(run: &SearchRun, slo: &str) -> Verdict {
+        run.verdicts
+            .get(slo)
+            .copied()
+            .unwrap_or(Verdict::Inconclusive)
+    }
+
+    /// `(highest conclusive pass below the lowest conclusive failure, that
+    /// failure)` for `slo`.
     pub fn bracket(&self, slo: &str) -> (Option<f64>, Option<f64>) {
-        let passed = |r: &SearchRun| r.slo_pass.get(slo).copied().unwrap_or(false);
-        let lowest_fail = self
-            .runs
-            .iter()
-            .filter(|r| !passed(r))
-            .map(|r| r.rate_rps)
-            .min_by(f64::total_cmp);
-        let highest_pass = self
-            .runs
-            .iter()
-            .filter(|r| passed(r) && lowest_fail.is_none_or(|f| r.rate_rps < f))
-            .map(|r| r.rate_rps)
+        let with = |v: Verdict| {
+            self.runs
+                .iter()
+                .filter(move |r| Self::verdict_at(r, slo) == v)
+                .map(|r| r.rate_rps)
+        };
+        let lowest_fail = with(Verdict::Fail).min_by(f64::total_cmp);
+        let highest_pass = with(Verdict::Pass)
+            .filter(|&r| lowest_fail.is_none_or(|f| r < f))
             .max_by(f64::total_cmp);
         (highest_pass, lowest_fail)
+    }
+
+    /// Rates run so far whose verdict for `slo` was inconclusive, ascending.
+    pub fn inconclusive(&self, slo: &str) -> Vec<f64> {
+        let mut rates: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|r| Self::verdict_at(r, slo) == Verdict::Inconclusive)
+            .map(|r| r.rate_rps)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates
     }
 
     /// Whether `slo` needs no more runs.
@@ -182,83 +220,98 @@ impl Search {
         self.step(slo).is_none()
     }
 
+    fn tried(&self, rate: f64) -> bool {
+        self.runs.iter().any(|r| same_rate(r.rate_rps, rate))
+    }
+
+    fn up(&self, rate: f64) -> f64 {
+        if rate * 2.0 >= self.max_rps {
+            self.max_rps
+        } else {
+            round_rate(rate * 2.0)
+        }
+    }
+
+    fn down(&self, rate: f64) -> f64 {
+        if rate / 2.0 <= self.min_rps {
+            self.min_rps
+        } else {
+            round_rate(rate / 2.0)
+        }
+    }
+
+    /// From `rate`, keep stepping (`up` or `down`) over rates already run
+    /// until an untried one; `None` at the end of `[min, max]`.
+    fn walk(&self, rate: f64, step: impl Fn(&Self, f64) -> f64) -> Option<f64> {
+        let mut r = rate;
+        for _ in 0..64 {
+            let next = step(self, r);
+            if same_rate(next, r) {
+                return None; // at min or max
+            }
+            if !self.tried(next) {
+                return Some(next);
+            }
+            r = next;
+        }
+        None
+    }
+
     /// The next rate `slo` wants, `None` once its bracket is resolved.
     fn step(&self, slo: &str) -> Option<f64> {
-        let candidate = match self.bracket(slo) {
-            (None, None) => self.start_rps,
+        match self.bracket(slo) {
+            (None, None) => {
+                if !self.tried(self.start_rps) {
+                    return Some(self.start_rps);
+                }
+                let tried = self.inconclusive(slo);
+                let lowest = tried.first().copied().unwrap_or(self.start_rps);
+                let highest = tried.last().copied().unwrap_or(self.start_rps);
+                self.walk(lowest, Self::down)
+                    .or_else(|| self.walk(highest, Self::up))
+            }
             (Some(pass), None) => {
                 if pass >= self.max_rps * (1.0 - 1e-9) {
                     return None; // Cr_open ≥ max
                 }
-                if pass * 2.0 >= self.max_rps {
-                    self.max_rps
-                } else {
-                    round_rate(pass * 2.0)
-                }
+                self.walk(pass, Self::up)
             }
             (None, Some(fail)) => {
                 if fail <= self.min_rps * (1.0 + 1e-9) {
                     return None; // even min fails
                 }
-                if fail / 2.0 <= self.min_rps {
-                    self.min_rps
-                } else {
-                    round_rate(fail / 2.0)
-                }
+                self.walk(fail, Self::down)
             }
             (Some(pass), Some(fail)) => {
-                if (fail - pass) / pass <= self.precision + 1e-12 {
-                    return None;
-                }
-                let mid = round_rate((pass + fail) / 2.0);
-                if mid <= pass || mid >= fail {
-                    return None; // no 3-significant-digit rate left inside
-                }
-                mid
+                let mut points = vec![pass];
+                points.extend(
+                    self.inconclusive(slo)
+                        .into_iter()
+                        .filter(|&r| r > pass && r < fail),
+                );
+                points.push(fail);
+                let mut gaps: Vec<(f64, f64)> = points.windows(2).map(|w| (w[0], w[1])).collect();
+                gaps.sort_by(|a, b| ((b.1 - b.0) / b.0).total_cmp(&((a.1 - a.0) / a.0)));
+                gaps.into_iter()
+                    .filter(|(a, b)| (b - a) / a > self.precision + 1e-12)
+                    .map(|(a, b)| (a, b, round_rate((a + b) / 2.0)))
+                    .find(|&(a, b, mid)| mid > a && mid < b && !self.tried(mid))
+                    .map(|(_, _, mid)| mid)
             }
-        };
-        (!self.runs.iter().any(|r| same_rate(r.rate_rps, candidate))).then_some(candidate)
+        }
     }
 }
 
-/// Should the run just made be re-run longer before it is judged? Returns the
-/// number of measured calls the re-run needs (with a 10% margin for calls that
-/// fall outside the window), or `None` when every SLO is decided.
-///
-/// An SLO is undecided when it has a clause short of samples and no decisive
-/// failure: a clause that fails *on enough samples*, or a run that did not
-/// keep up, fails the SLO whatever more samples would say, so extending it
-/// would only cost time. Samples per call differ by metric (ITL has one per
-/// gap, task E2E one per task, TPOT none for one-token outputs): the calls
-/// needed are scaled by the samples per call this run observed. A clause with
-/// no samples out of many calls (e.g. every call failed) cannot be helped by
-/// a longer run and is skipped. The runner should extend a rate once and then
-/// record the verdict, whatever it is.
-pub fn needs_longer(summary: &RunSummary, slos: &[Slo]) -> Option<u64> {
-    let calls = summary.requests + summary.errors;
-    let mut needed: u64 = 0;
-    for slo in slos {
-        let verdict = evaluate(summary, slo);
-        let decided =
-            !verdict.kept_up || verdict.clauses.iter().any(|c| !c.pass && c.enough_samples);
-        if decided {
-            continue;
-        }
-        for (clause, cv) in slo.clauses.iter().zip(&verdict.clauses) {
-            if cv.enough_samples {
-                continue;
-            }
-            let per_call = match clause {
-                SloClause::ErrorRate { .. } => 1.0,
-                SloClause::Latency { .. } if calls == 0 => 1.0,
-                SloClause::Latency { .. } => cv.samples as f64 / calls as f64,
-            };
-            if per_call > 0.0 {
-                needed = needed.max((cv.min_samples as f64 / per_call).ceil() as u64);
-            }
-        }
-    }
-    (needed > 0).then(|| (needed * 11).div_ceil(10))
+/// Should the run just made be extended before it is recorded? Yes when an
+/// SLO in `wanted` (those the search or grid still needs) was inconclusive
+/// on it. A failure — conclusive, or an overloaded or invalid run — is never
+/// extended: more samples cannot save it.
+pub fn needs_extension(summary: &RunSummary, wanted: &[String]) -> bool {
+    !summary.invalid
+        && summary
+            .verdicts
+            .iter()
+            .any(|v| v.verdict == Verdict::Inconclusive && wanted.contains(&v.slo))
 }
 
 /// Start estimate from the closed sweep by Little's law: at Cr_closed's lower
@@ -280,22 +333,37 @@ pub fn start_estimate(closed: &[RunSummary], cr_closed: Option<&CrClosed>) -> Op
 /// Cr_open for one SLO from the open runs that were executed (after a search,
 /// over a grid, or recomputed by `capcard report`).
 ///
-/// Cr_open is the highest passing rate below the lowest failing rate (see the
-/// module doc on noise), `failed_at_rps` that lowest failure. Nothing passed:
-/// `rps` is null and the note says why the lowest rate failed. No failure:
-/// `at_least` — with `max_rps` (a search) and the highest rate ≥ max the note
-/// says to raise `max`; without it (a grid), to add higher rates.
-pub fn cr_open(open: &[RunSummary], slo: &str, max_rps: Option<f64>) -> CrOpen {
-    let mut runs: Vec<(f64, bool, &RunSummary)> = open
+/// `range` is `[highest conclusive pass below the lowest conclusive failure,
+/// that failure]` (see the module doc on noise); `rps`, the point, is its
+/// lower end: the highest rate shown to meet the SLO. Inconclusive rates
+/// decide nothing and are listed. `precision` (a search's) says whether the
+/// range is as narrow as asked. Nothing passed: `rps` is null and the note
+/// says why. No failure: `at_least` — with `max_rps` (a search) and the
+/// highest rate ≥ max the note says to raise `max`; without it (a grid), to
+/// add higher rates.
+pub fn cr_open(
+    open: &[RunSummary],
+    slo: &str,
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+) -> CrOpen {
+    let mut runs: Vec<(f64, Verdict, &RunSummary)> = open
         .iter()
-        .filter_map(|s| Some((s.rate_rps?, *s.slo_pass.get(slo)?, s)))
+        .filter_map(|s| Some((s.rate_rps?, s.verdict(slo)?.verdict, s)))
         .collect();
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut result = CrOpen {
         slo: slo.to_string(),
         rps: None,
+        range: [None, None],
         failed_at_rps: None,
         at_least: false,
+        inconclusive_rps: runs
+            .iter()
+            .filter(|r| r.1 == Verdict::Inconclusive)
+            .map(|r| r.0)
+            .collect(),
+        precision_reached: None,
         note: None,
         run_id: None,
         failed_run_id: None,
@@ -305,24 +373,38 @@ pub fn cr_open(open: &[RunSummary], slo: &str, max_rps: Option<f64>) -> CrOpen {
         result.note = Some(format!("no open run evaluated the SLO `{slo}`"));
         return result;
     }
-    let fail = runs.iter().find(|r| !r.1);
+    let fail = runs.iter().find(|r| r.1 == Verdict::Fail);
     let pass = runs
         .iter()
         .rev()
-        .find(|r| r.1 && fail.is_none_or(|f| r.0 < f.0));
+        .find(|r| r.1 == Verdict::Pass && fail.is_none_or(|f| r.0 < f.0));
+    let reasons = |s: &RunSummary| {
+        s.verdict(slo)
+            .map(|v| v.reasons.clone())
+            .unwrap_or_default()
+    };
     if let Some(&(rate, _, summary)) = fail {
         result.failed_at_rps = Some(rate);
+        result.range[1] = Some(rate);
         result.failed_run_id = Some(summary.run_id.clone());
-        result.failed_clauses = summary
-            .slo_verdicts
-            .get(slo)
-            .map(|v| v.reasons.clone())
-            .unwrap_or_default();
+        result.failed_clauses = reasons(summary);
     }
     if let Some(&(rate, _, summary)) = pass {
         result.rps = Some(rate);
+        result.range[0] = Some(rate);
         result.run_id = Some(summary.run_id.clone());
     }
+    if let (Some(p), Some(f), Some(precision)) = (result.range[0], result.range[1], precision) {
+        result.precision_reached = Some((f - p) / p <= precision + 1e-9);
+    }
+    let undecided_between = |lo: f64, hi: f64| -> Vec<String> {
+        result
+            .inconclusive_rps
+            .iter()
+            .filter(|&&r| r > lo && r < hi)
+            .map(|&r| fmt_rate(r))
+            .collect()
+    };
     result.note = match (pass, fail) {
         (None, Some(&(rate, ..))) => {
             let why = if result.failed_clauses.is_empty() {
@@ -330,40 +412,91 @@ pub fn cr_open(open: &[RunSummary], slo: &str, max_rps: Option<f64>) -> CrOpen {
             } else {
                 format!(": {}", result.failed_clauses.join("; "))
             };
+            let below = undecided_between(0.0, rate);
+            Some(if below.is_empty() {
+                format!(
+                    "even {} rps, the lowest rate tested, failed{why}",
+                    fmt_rate(rate)
+                )
+            } else {
+                format!(
+                    "no rate passed conclusively: {} rps failed{why}; {} rps stayed inconclusive within the budget",
+                    fmt_rate(rate),
+                    below.join(", ")
+                )
+            })
+        }
+        (None, None) => {
+            let first = runs.first().map(|r| reasons(r.2)).unwrap_or_default();
             Some(format!(
-                "even {} rps, the lowest rate tested, failed{why}",
-                fmt_rate(rate)
+                "inconclusive within the budget at every rate tested ({} rps){}",
+                runs.iter()
+                    .map(|r| fmt_rate(r.0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if first.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", first.join("; "))
+                }
             ))
         }
         (Some(&(rate, ..)), None) => {
             result.at_least = true;
+            let above = undecided_between(rate, f64::INFINITY);
+            let undecided = if above.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} rps inconclusive)", above.join(", "))
+            };
             Some(match max_rps {
                 Some(max) if rate >= max * (1.0 - 1e-9) => format!(
                     "Cr_open ≥ {} rps: the search ceiling passed; raise `max`",
                     fmt_rate(rate)
                 ),
                 Some(_) => format!(
-                    "Cr_open ≥ {} rps: no tested rate failed (the search did not finish)",
+                    "Cr_open ≥ {} rps: no tested rate failed{undecided}",
                     fmt_rate(rate)
                 ),
                 None => format!(
-                    "Cr_open ≥ {} rps: the highest rate of the grid passed; add higher rates",
+                    "Cr_open ≥ {} rps: no rate of the grid failed{undecided}; add higher rates",
                     fmt_rate(rate)
                 ),
             })
         }
-        (_, Some(&(fail_rate, ..))) => {
-            runs.iter().rev().find(|r| r.1 && r.0 > fail_rate).map(|r| {
-                format!(
+        (Some(&(pass_rate, ..)), Some(&(fail_rate, ..))) => {
+            let between = undecided_between(pass_rate, fail_rate);
+            let above_fail = runs
+                .iter()
+                .rev()
+                .find(|r| r.1 == Verdict::Pass && r.0 > fail_rate);
+            if result.precision_reached == Some(false) && !between.is_empty() {
+                Some(format!(
+                    "the precision asked for was not reached: {} rps stayed inconclusive \
+                     within the budget, so Cr_open lies between {} and {} rps",
+                    between.join(", "),
+                    fmt_rate(pass_rate),
+                    fmt_rate(fail_rate)
+                ))
+            } else if let Some(r) = above_fail {
+                Some(format!(
                     "passed again at {} rps, above the failure at {} rps: results are not \
                      monotonic (noise, or an unstable replica); Cr_open is taken below the \
                      lowest failure",
                     fmt_rate(r.0),
                     fmt_rate(fail_rate)
-                )
-            })
+                ))
+            } else if result.precision_reached == Some(false) {
+                Some(format!(
+                    "the precision asked for was not reached within the search's runs: \
+                     Cr_open lies between {} and {} rps",
+                    fmt_rate(pass_rate),
+                    fmt_rate(fail_rate)
+                ))
+            } else {
+                None
+            }
         }
-        (None, None) => None,
     };
     result
 }
@@ -394,13 +527,18 @@ pub fn fmt_rate(rate: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::analyze::LatencyStats;
     use crate::analyze::crossp::tests::level;
     use crate::analyze::slo::SloVerdict;
-    use crate::config::{Fraction, LatencyMetric, Stat};
+
+    fn pass_or_fail(pass: bool) -> Verdict {
+        if pass { Verdict::Pass } else { Verdict::Fail }
+    }
+
+    fn v(pass: bool) -> BTreeMap<String, Verdict> {
+        BTreeMap::from([("s".to_string(), pass_or_fail(pass))])
+    }
 
     /// Run the search against threshold oracles: SLO `name` passes below `threshold`.
     fn drive(search: &mut Search, thresholds: &[(&str, f64)]) -> Vec<f64> {
@@ -410,7 +548,7 @@ mod tests {
             rates.push(rate);
             let verdicts = thresholds
                 .iter()
-                .map(|&(name, t)| (name.to_string(), rate <= t))
+                .map(|&(name, t)| (name.to_string(), pass_or_fail(rate <= t)))
                 .collect();
             search.record(rate, &verdicts);
             assert!(rates.len() <= 100, "search does not terminate: {rates:?}");
@@ -514,7 +652,7 @@ mod tests {
         while let Some(rate) = search.next_rate() {
             rates.push(rate);
             let pass = rate <= 20.0 && rate != 8.0;
-            search.record(rate, &BTreeMap::from([("s".to_string(), pass)]));
+            search.record(rate, &v(pass));
         }
         let (pass, fail) = search.bracket("s");
         assert_eq!(fail, Some(8.0));
@@ -524,7 +662,7 @@ mod tests {
         // A pass above a failure does not lift the bracket.
         let mut search = Search::new(0.5, 64.0, 0.02, Some(8.0), vec!["s".into()]);
         for (rate, pass) in [(16.0, true), (8.0, false), (4.0, true)] {
-            search.record(rate, &BTreeMap::from([("s".to_string(), pass)]));
+            search.record(rate, &v(pass));
         }
         assert_eq!(search.bracket("s"), (Some(4.0), Some(8.0)));
         assert_eq!(search.next_rate(), Some(6.0));
@@ -542,13 +680,15 @@ mod tests {
     #[test]
     fn rerecording_a_rate_replaces_it() {
         let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
-        search.record(8.0, &BTreeMap::from([("s".to_string(), false)]));
-        search.record(8.0, &BTreeMap::from([("s".to_string(), true)]));
+        search.record(8.0, &v(false));
+        search.record(8.0, &v(true));
         assert_eq!(search.runs().len(), 1);
         assert_eq!(search.next_rate(), Some(16.0));
-        // A run without the SLO's verdict counts as a failure.
+        // A run without the SLO's verdict decides nothing for it.
         search.record(16.0, &BTreeMap::new());
-        assert_eq!(search.bracket("s"), (Some(8.0), Some(16.0)));
+        assert_eq!(search.bracket("s"), (Some(8.0), None));
+        assert_eq!(search.inconclusive("s"), vec![16.0]);
+        assert_eq!(search.next_rate(), Some(32.0));
     }
 
     #[test]
@@ -563,7 +703,8 @@ mod tests {
 
     fn open_run(rate: f64, pass: bool) -> RunSummary {
         let verdict = SloVerdict {
-            pass,
+            slo: "chat".into(),
+            verdict: pass_or_fail(pass),
             reasons: if pass {
                 vec![]
             } else {
@@ -574,8 +715,7 @@ mod tests {
         RunSummary {
             run_id: format!("t--w--r{rate:.3}"),
             rate_rps: Some(rate),
-            slo_pass: BTreeMap::from([("chat".to_string(), pass)]),
-            slo_verdicts: BTreeMap::from([("chat".to_string(), verdict)]),
+            verdicts: vec![verdict],
             ..RunSummary::default()
         }
     }
@@ -589,7 +729,7 @@ mod tests {
             open_run(12.0, true),
             open_run(14.0, false),
         ];
-        let got = cr_open(&runs, "chat", Some(64.0));
+        let got = cr_open(&runs, "chat", Some(64.0), None);
         assert_eq!(got.rps, Some(12.0));
         assert_eq!(got.failed_at_rps, Some(14.0));
         assert!(!got.at_least);
@@ -605,6 +745,7 @@ mod tests {
             &[open_run(1.0, false), open_run(0.5, false)],
             "chat",
             Some(64.0),
+            None,
         );
         assert_eq!(got.rps, None);
         assert_eq!(got.failed_at_rps, Some(0.5));
@@ -620,19 +761,21 @@ mod tests {
             &[open_run(32.0, true), open_run(64.0, true)],
             "chat",
             Some(64.0),
+            None,
         );
         assert_eq!((got.rps, got.at_least), (Some(64.0), true));
         assert_eq!(
             got.note.as_deref(),
             Some("Cr_open ≥ 64 rps: the search ceiling passed; raise `max`")
         );
-        let grid = cr_open(&[open_run(1.0, true), open_run(2.0, true)], "chat", None);
-        assert!(grid.at_least);
-        assert!(
-            grid.note
-                .unwrap()
-                .contains("highest rate of the grid passed")
+        let grid = cr_open(
+            &[open_run(1.0, true), open_run(2.0, true)],
+            "chat",
+            None,
+            None,
         );
+        assert!(grid.at_least);
+        assert!(grid.note.unwrap().contains("no rate of the grid failed"));
     }
 
     #[test]
@@ -645,6 +788,7 @@ mod tests {
             ],
             "chat",
             Some(64.0),
+            None,
         );
         assert_eq!((got.rps, got.failed_at_rps), (Some(2.0), Some(4.0)));
         assert!(got.note.unwrap().starts_with("passed again at 8 rps"));
@@ -652,7 +796,7 @@ mod tests {
 
     #[test]
     fn cr_open_without_runs_for_the_slo() {
-        let got = cr_open(&[open_run(2.0, true)], "batch", Some(64.0));
+        let got = cr_open(&[open_run(2.0, true)], "batch", Some(64.0), None);
         assert_eq!(got.rps, None);
         assert_eq!(
             got.note.as_deref(),
@@ -677,68 +821,179 @@ mod tests {
         assert_eq!(start_estimate(&closed, None), None);
     }
 
-    fn p99_slo() -> Slo {
-        Slo {
-            name: "chat".into(),
-            span: None,
-            clauses: vec![
-                SloClause::Latency {
-                    metric: LatencyMetric::Ttft,
-                    stat: Stat::Percentile(50.0),
-                    limit: Duration::from_millis(300),
-                },
-                SloClause::Latency {
-                    metric: LatencyMetric::Itl,
-                    stat: Stat::Percentile(99.0),
-                    limit: Duration::from_millis(50),
-                },
-                SloClause::ErrorRate {
-                    max: Fraction(0.05),
-                },
-            ],
-        }
-    }
-
-    fn sampled(requests: u64, ttft_p50: f64, itl_per_call: u64) -> RunSummary {
-        let stats = |count: u64, v: f64| LatencyStats {
-            count,
-            mean: v,
-            p50: v,
-            p90: v,
-            p95: v,
-            p99: v,
-            max: v,
-            extra: Default::default(),
-        };
+    fn verdict_run(rate: f64, verdict: Verdict) -> RunSummary {
         RunSummary {
-            requests,
-            ttft_ms: stats(requests, ttft_p50),
-            itl_ms: stats(requests * itl_per_call, 20.0),
-            kept_up: Some(true),
+            run_id: format!("t--w--r{rate}"),
+            rate_rps: Some(rate),
+            verdicts: vec![SloVerdict {
+                slo: "chat".into(),
+                verdict,
+                reasons: vec!["ttft p90 250ms [200ms, 300ms]: interval straddles 250ms".into()],
+                ..SloVerdict::default()
+            }],
             ..RunSummary::default()
         }
     }
 
     #[test]
-    fn needs_longer_when_undecided() {
-        // 150 calls: error rate needs 200 (5% ↔ p95), ITL p99 has 150×2 = 300 < 500 gaps.
-        let got = needs_longer(&sampled(150, 100.0, 2), &[p99_slo()]);
-        // max(200 calls, 500 / 2 per call = 250 calls) × 1.1
-        assert_eq!(got, Some(275));
-        // Plenty of gaps: only the error rate is short.
-        assert_eq!(
-            needs_longer(&sampled(150, 100.0, 100), &[p99_slo()]),
-            Some(220)
-        );
-        assert_eq!(needs_longer(&sampled(600, 100.0, 2), &[p99_slo()]), None);
+    fn an_inconclusive_rate_is_neither_pass_nor_fail() {
+        let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
+        search.record(8.0, &BTreeMap::from([("s".into(), Verdict::Inconclusive)]));
+        assert_eq!(search.bracket("s"), (None, None));
+        // Only inconclusive so far: look below it for a pass first.
+        assert_eq!(search.next_rate(), Some(4.0));
+        search.record(4.0, &v(true));
+        // 8 stays inconclusive: step over it to find a failure.
+        assert_eq!(search.next_rate(), Some(16.0));
+        search.record(16.0, &v(false));
+        // Bisect the gaps 4–8 and 8–16 (as wide, relatively): the lower first.
+        assert_eq!(search.next_rate(), Some(6.0));
     }
 
     #[test]
-    fn no_extension_when_already_failed() {
-        // TTFT p50 fails on 150 ≥ 20 samples: more samples cannot save it.
-        assert_eq!(needs_longer(&sampled(150, 900.0, 2), &[p99_slo()]), None);
-        let mut not_kept_up = sampled(150, 100.0, 2);
-        not_kept_up.kept_up = Some(false);
-        assert_eq!(needs_longer(&not_kept_up, &[p99_slo()]), None);
+    fn inconclusive_band_ends_the_search_without_its_precision() {
+        // Everything within ±10% of 10 is inconclusive (the noise band of a
+        // finite run); below passes, above fails.
+        let oracle = |rate: f64| {
+            if rate < 9.0 {
+                Verdict::Pass
+            } else if rate <= 11.0 {
+                Verdict::Inconclusive
+            } else {
+                Verdict::Fail
+            }
+        };
+        let mut search = Search::new(0.5, 64.0, 0.02, Some(8.0), vec!["s".into()]);
+        let mut runs = vec![];
+        while let Some(rate) = search.next_rate() {
+            assert!(!runs.contains(&rate), "{rate} twice: {runs:?}");
+            runs.push(rate);
+            search.record(rate, &BTreeMap::from([("s".into(), oracle(rate))]));
+            assert!(runs.len() <= 60);
+        }
+        let summaries: Vec<RunSummary> = runs.iter().map(|&r| verdict_run(r, oracle(r))).collect();
+        let got = cr_open(&summaries, "chat", Some(64.0), Some(0.02));
+        let [lo, hi] = got.range;
+        assert!(
+            lo.unwrap() < 9.0 && lo.unwrap() >= 9.0 / 1.02 - 1e-9,
+            "{got:?}"
+        );
+        assert!(
+            hi.unwrap() > 11.0 && hi.unwrap() <= 11.0 * 1.02 + 1e-9,
+            "{got:?}"
+        );
+        assert_eq!(got.rps, lo);
+        assert_eq!(got.precision_reached, Some(false));
+        assert!(
+            got.note
+                .unwrap()
+                .contains("the precision asked for was not reached")
+        );
+        assert!(!got.inconclusive_rps.is_empty());
+        assert!(runs.len() as u32 <= search.max_runs());
+    }
+
+    #[test]
+    fn a_second_slo_keeps_its_bracket_through_another_slos_inconclusive_runs() {
+        // `strict` drives the search low; at those rates `relaxed` (which holds
+        // to 20 rps) is inconclusive for lack of samples. Before, that read as
+        // a failure and `relaxed` lost its Cr_open.
+        let mut search = Search::new(
+            0.5,
+            64.0,
+            0.05,
+            Some(8.0),
+            vec!["strict".into(), "relaxed".into()],
+        );
+        let mut runs = vec![];
+        while let Some(rate) = search.next_rate() {
+            runs.push(rate);
+            let strict = if rate <= 3.0 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
+            let relaxed = if rate < 6.0 {
+                Verdict::Inconclusive
+            } else if rate <= 20.0 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
+            search.record(
+                rate,
+                &BTreeMap::from([("strict".into(), strict), ("relaxed".into(), relaxed)]),
+            );
+            assert!(runs.len() <= 60);
+        }
+        let (pass, fail) = search.bracket("relaxed");
+        assert!(pass.unwrap() <= 20.0 && fail.unwrap() > 20.0, "{runs:?}");
+        assert!((fail.unwrap() - pass.unwrap()) / pass.unwrap() <= 0.05 + 1e-9);
+        let (pass, fail) = search.bracket("strict");
+        assert!(pass.unwrap() <= 3.0 && fail.unwrap() > 3.0, "{runs:?}");
+    }
+
+    #[test]
+    fn cr_open_range_and_inconclusive_notes() {
+        let got = cr_open(
+            &[
+                verdict_run(4.0, Verdict::Pass),
+                verdict_run(4.2, Verdict::Pass),
+                verdict_run(4.4, Verdict::Fail),
+            ],
+            "chat",
+            Some(64.0),
+            Some(0.05),
+        );
+        assert_eq!(got.range, [Some(4.2), Some(4.4)]);
+        assert_eq!(got.precision_reached, Some(true));
+        assert_eq!(got.note, None);
+        // Only inconclusive rates: nothing is promised.
+        let got = cr_open(
+            &[
+                verdict_run(1.0, Verdict::Inconclusive),
+                verdict_run(2.0, Verdict::Inconclusive),
+            ],
+            "chat",
+            None,
+            None,
+        );
+        assert_eq!((got.rps, got.range), (None, [None, None]));
+        assert!(
+            got.note
+                .unwrap()
+                .starts_with("inconclusive within the budget at every rate tested (1, 2 rps)")
+        );
+        // A grid whose lowest rate is inconclusive and the next fails: no false "even".
+        let got = cr_open(
+            &[
+                verdict_run(1.0, Verdict::Inconclusive),
+                verdict_run(2.0, Verdict::Fail),
+            ],
+            "chat",
+            None,
+            None,
+        );
+        assert!(
+            got.note
+                .unwrap()
+                .starts_with("no rate passed conclusively: 2 rps failed")
+        );
+    }
+
+    #[test]
+    fn extension_only_for_wanted_inconclusive_slos() {
+        let run = verdict_run(4.0, Verdict::Inconclusive);
+        assert!(needs_extension(&run, &["chat".to_string()]));
+        assert!(!needs_extension(&run, &["other".to_string()]));
+        assert!(!needs_extension(
+            &verdict_run(4.0, Verdict::Fail),
+            &["chat".to_string()]
+        ));
+        let invalid = RunSummary {
+            invalid: true,
+            ..run
+        };
+        assert!(!needs_extension(&invalid, &["chat".to_string()]));
     }
 }

@@ -155,8 +155,11 @@ mod tests {
         CrOpen {
             slo: slo.into(),
             rps,
+            range: [rps, None],
             failed_at_rps: None,
             at_least,
+            inconclusive_rps: vec![],
+            precision_reached: None,
             note: rps
                 .is_none()
                 .then(|| "even 0.5 rps, the lowest rate tested, failed".into()),

@@ -58,13 +58,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hdrhistogram::Histogram;
-
 use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{ErrorClass, Journal, RequestRecord, RunFooter, RunHeader, TaskRecord};
 use crate::plan::{Load, Mode};
 
-use super::{LatencyStats, RunSummary, slo};
+use super::interval::{self, BATCHES, Verdict, batch_of};
+use super::slo::{self, SloEvidence};
+use super::{RunState, RunSummary};
+pub use crate::stats::latency_stats;
+use crate::stats::{LatencyStats, StatsAccumulator};
 
 /// Open loop: the share of offered arrivals that must complete.
 pub const KEPT_UP_MIN_COMPLETED_FRACTION: f64 = 0.95;
@@ -86,18 +88,37 @@ pub fn summarize(journal: &Journal, slos: &[Slo]) -> RunSummary {
 /// [`summarize`], also computing `extra_stats` (e.g. the CrossP statistic of
 /// a closed sweep when it is not one of p50/p90/p95/p99) in every metric.
 pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> RunSummary {
+    summarize_judged(journal, slos, extra_stats, interval::DEFAULT_CONFIDENCE)
+}
+
+/// [`summarize_with`], judging the SLOs at `confidence`.
+pub fn summarize_judged(
+    journal: &Journal,
+    slos: &[Slo],
+    extra_stats: &[Stat],
+    confidence: f64,
+) -> RunSummary {
     let ends = JournalEnds {
         header: journal.header.as_ref(),
         footer: journal.footer.as_ref(),
     };
-    let mut acc = RunAccumulator::new(ends, window_of(journal), slos, extra_stats);
-    for record in &journal.requests {
-        acc.request(record);
+    let pass = |window: Window| {
+        let mut acc =
+            RunAccumulator::new(ends, window, slos, extra_stats).with_confidence(confidence);
+        for record in &journal.requests {
+            acc.request(record);
+        }
+        for task in &journal.tasks {
+            acc.task(task);
+        }
+        acc
+    };
+    let window = window_of(journal);
+    let first = pass(window);
+    match first.steady_start_ms() {
+        Some(from) => pass(window.starting_at(from)).finish(),
+        None => first.finish(),
     }
-    for task in &journal.tasks {
-        acc.task(task);
-    }
-    acc.finish()
 }
 
 /// A journal's first and last lines: what a summary needs before its records.
@@ -105,57 +126,6 @@ pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> 
 pub struct JournalEnds<'a> {
     pub header: Option<&'a RunHeader>,
     pub footer: Option<&'a RunFooter>,
-}
-
-/// Streaming percentiles: an HDR histogram (µs, 3 significant digits) and
-/// the exact count, sum and max. Gives what [`latency_stats`] gives for the
-/// same values in the same order, in constant memory.
-#[derive(Debug, Clone, Default)]
-pub struct StatsAccumulator {
-    hist: Option<Histogram<u64>>,
-    count: u64,
-    sum: f64,
-    max: f64,
-}
-
-impl StatsAccumulator {
-    pub fn push(&mut self, v: f64) {
-        let hist = self.hist.get_or_insert_with(|| {
-            Histogram::<u64>::new(3).expect("3 significant digits is a valid HDR precision")
-        });
-        // Saturating cast: negative or NaN → 0, absurdly large → u64::MAX.
-        let us = (v * 1000.0).round() as u64;
-        // `new` auto-resizes, so `record` only fails beyond what any
-        // histogram can track; clamp those to its highest value.
-        if hist.record(us).is_err() {
-            hist.saturating_record(us);
-        }
-        self.max = if self.count == 0 { v } else { self.max.max(v) };
-        self.count += 1;
-        self.sum += v;
-    }
-
-    pub fn finish(&self, extra_percentiles: &[f64]) -> LatencyStats {
-        let Some(hist) = self.hist.as_ref().filter(|_| self.count > 0) else {
-            return LatencyStats::default();
-        };
-        // Nearest rank = ceil(q × n); the epsilon keeps float error
-        // (0.999 × 1000 = 999.0000000000001) from skipping to the next rank.
-        let at = |p: f64| hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)) as f64 / 1000.0;
-        LatencyStats {
-            count: self.count,
-            mean: self.sum / self.count as f64,
-            p50: at(50.0),
-            p90: at(90.0),
-            p95: at(95.0),
-            p99: at(99.0),
-            max: self.max,
-            extra: extra_percentiles
-                .iter()
-                .map(|&p| (Stat::Percentile(p).key(), at(p)))
-                .collect(),
-        }
-    }
 }
 
 /// An exact mean, accumulated.
@@ -204,12 +174,22 @@ pub struct RunAccumulator<'a> {
     short_outputs: u64,
     /// Per SLO: completed calls whose own latencies met every clause.
     good: Vec<u64>,
+    /// Per SLO: the batch counts its verdict is judged on.
+    evidence: Vec<SloEvidence>,
+    confidence: f64,
+    /// Scratch for one call's own ITL percentile (goodput).
+    gaps: StatsAccumulator,
+    /// Successful measured calls per batch of the window: (count, TTFT sum),
+    /// for the steady-state checks.
+    trend: [(u64, f64); BATCHES],
     has_tasks: bool,
     task_e2e: StatsAccumulator,
     tasks_completed: u64,
-    /// Without a footer only: each task's first scheduled instant (the
-    /// arrivals of a run cut short), for `offered`.
-    first_scheduled: Option<BTreeMap<u64, f64>>,
+    /// Measured tasks with a failed call.
+    tasks_failed: u64,
+    /// Arrivals (first calls) scheduled in the window, from the records:
+    /// `offered` when the footer's count does not apply.
+    arrivals: u64,
 }
 
 impl<'a> RunAccumulator<'a> {
@@ -220,7 +200,6 @@ impl<'a> RunAccumulator<'a> {
         slos: &'a [Slo],
         extra_stats: &[Stat],
     ) -> Self {
-        let open_loop = ends.header.map(|h| h.run.mode) == Some(Mode::Open);
         RunAccumulator {
             ends,
             window,
@@ -245,18 +224,30 @@ impl<'a> RunAccumulator<'a> {
             output_counted: MeanAccumulator::default(),
             short_outputs: 0,
             good: vec![0; slos.len()],
+            evidence: slos.iter().map(SloEvidence::new).collect(),
+            confidence: interval::DEFAULT_CONFIDENCE,
+            gaps: StatsAccumulator::default(),
+            trend: [(0, 0.0); BATCHES],
             has_tasks: false,
             task_e2e: StatsAccumulator::default(),
             tasks_completed: 0,
-            first_scheduled: (open_loop && ends.footer.is_none()).then(BTreeMap::new),
+            tasks_failed: 0,
+            arrivals: 0,
         }
     }
 
+    /// Judge the SLOs at `confidence` (default 95%).
+    pub fn with_confidence(mut self, confidence: f64) -> Self {
+        self.confidence = confidence;
+        self
+    }
+
+    fn batch(&self, scheduled_ms: f64) -> usize {
+        let [from, to] = self.window.bounds_ms();
+        batch_of(scheduled_ms, from, to)
+    }
+
     pub fn request(&mut self, r: &RequestRecord) {
-        if let Some(first) = &mut self.first_scheduled {
-            let e = first.entry(r.task).or_insert(r.scheduled_ms);
-            *e = e.min(r.scheduled_ms);
-        }
         if r.is_ok() && self.window.completed(r.completed_ms) {
             self.completed_ok += 1;
             self.output_tokens += f64::from(r.output_tokens);
@@ -265,13 +256,20 @@ impl<'a> RunAccumulator<'a> {
                     .unwrap_or(r.prompt_tokens_requested),
             );
             for (good, slo) in self.good.iter_mut().zip(self.slos) {
-                *good += u64::from(slo::request_meets(r, slo));
+                *good += u64::from(slo::request_meets(r, slo, &mut self.gaps));
             }
         }
         if !self.window.started(r.scheduled_ms) {
             return;
         }
         self.started += 1;
+        self.arrivals += u64::from(r.call == 0);
+        let batch = self.batch(r.scheduled_ms);
+        if r.error != Some(ErrorClass::Cancelled) {
+            for evidence in &mut self.evidence {
+                evidence.call(r, batch);
+            }
+        }
         self.reconnects += u64::from(r.reconnects);
         self.lags.push(r.schedule_lag_ms);
         match r.error {
@@ -286,11 +284,13 @@ impl<'a> RunAccumulator<'a> {
                 self.ok += 1;
                 if let Some(t) = r.ttft_ms {
                     self.ttft.push(t);
+                    self.trend[batch].0 += 1;
+                    self.trend[batch].1 += t;
                 }
                 if let Some(t) = r.e2e_ms {
                     self.e2e.push(t);
                 }
-                if let Some(t) = tpot_ms(r) {
+                if let Some(t) = r.tpot_ms() {
                     self.tpot.push(t);
                 }
                 for &gap in &r.itl_ms {
@@ -311,6 +311,13 @@ impl<'a> RunAccumulator<'a> {
 
     pub fn task(&mut self, t: &TaskRecord) {
         self.has_tasks = true;
+        if self.window.started(t.scheduled_ms) {
+            let batch = self.batch(t.scheduled_ms);
+            for evidence in &mut self.evidence {
+                evidence.task(t, batch);
+            }
+            self.tasks_failed += u64::from(t.failed_calls > 0);
+        }
         if let Some(e2e) = t.e2e_ms {
             if self.window.started(t.scheduled_ms) {
                 self.task_e2e.push(e2e);
@@ -319,6 +326,16 @@ impl<'a> RunAccumulator<'a> {
                 self.tasks_completed += 1;
             }
         }
+    }
+
+    /// Where the run's steady state begins, when its first batches are not
+    /// yet steady ([`steady_from_batch`]): the window's new start, in ms.
+    pub fn steady_start_ms(&self) -> Option<f64> {
+        let skip = steady_from_batch(&self.trend);
+        (skip > 0).then(|| {
+            let [from, to] = self.window.bounds_ms();
+            from + (to - from) * skip as f64 / BATCHES as f64
+        })
     }
 
     pub fn finish(self) -> RunSummary {
@@ -341,14 +358,15 @@ impl<'a> RunAccumulator<'a> {
         let errors: u64 = self.errors_by_class.values().sum();
         // Multi-call workloads journal one TaskRecord per task; single calls
         // are their own task.
-        let (tasks, tasks_completed, task_e2e_ms) = if self.has_tasks {
+        let (tasks, tasks_failed, tasks_completed, task_e2e_ms) = if self.has_tasks {
             (
-                self.task_e2e.count,
+                self.task_e2e.count(),
+                self.tasks_failed,
                 self.tasks_completed,
                 Some(self.task_e2e.finish(extra)),
             )
         } else {
-            (self.ok, self.completed_ok, None)
+            (self.ok, errors, self.completed_ok, None)
         };
         let in_window_samples = |f: &RunFooter| -> Vec<(f64, u32)> {
             f.inflight_samples
@@ -357,32 +375,48 @@ impl<'a> RunAccumulator<'a> {
                 .filter(|&(t, _)| window.completed(t))
                 .collect()
         };
-        let (offered, completed_fraction, backlog_growing, kept_up, achieved_rps, schedule_lag_ms) =
+        let trend_rising = latency_rising(&self.trend);
+        let (offered, completed_fraction, backlog_growing, achieved_rps, schedule_lag_ms) =
             if open_loop {
-                let offered = ends.footer.and_then(|f| f.offered).unwrap_or_else(|| {
-                    self.first_scheduled.as_ref().map_or(0, |first| {
-                        first.values().filter(|&&t| window.started(t)).count() as u64
-                    })
-                });
+                // The footer counted the arrivals of the planned window; a
+                // window moved past an unsteady start counts its own.
+                let offered = match ends.footer.and_then(|f| f.offered) {
+                    Some(n) if !window.moved => n,
+                    _ => self.arrivals,
+                };
+                // Finished either way: failures are judged by the SLOs (as
+                // beyond their latency bounds, and by `error-rate`), not here.
+                let finished = tasks + tasks_failed;
                 let completed_fraction =
-                    (offered > 0).then(|| (tasks as f64 / offered as f64).min(1.0));
+                    (offered > 0).then(|| (finished as f64 / offered as f64).min(1.0));
                 let samples = ends.footer.map(in_window_samples).unwrap_or_default();
-                let backlog_growing = backlog_growing(&samples);
-                let kept_up = completed_fraction
-                    .is_some_and(|f| f >= KEPT_UP_MIN_COMPLETED_FRACTION)
-                    && completions_keep_pace(offered, tasks_completed as f64)
-                    && backlog_growing != Some(true);
                 (
                     Some(offered),
                     completed_fraction,
-                    backlog_growing,
-                    Some(kept_up),
+                    backlog_growing(&samples),
                     Some(per_s(tasks_completed as f64)),
                     Some(self.lags.finish(extra)),
                 )
             } else {
-                (None, None, None, None, None, None)
+                (None, None, None, None, None)
             };
+        let (state, state_reason) = if open_loop {
+            open_state(
+                offered.unwrap_or(0),
+                completed_fraction,
+                tasks_completed,
+                backlog_growing,
+                trend_rising,
+            )
+        } else if trend_rising {
+            (
+                RunState::Backlogged,
+                Some("TTFT rose through the window".to_string()),
+            )
+        } else {
+            (RunState::Stable, None)
+        };
+        let kept_up = open_loop.then_some(state != RunState::Overloaded);
         let mean_inflight = ends.footer.and_then(|f| {
             let in_window: Vec<f64> = in_window_samples(f)
                 .iter()
@@ -391,6 +425,8 @@ impl<'a> RunAccumulator<'a> {
             mean(&in_window)
         });
         let invalid = is_invalid(self.ok, errors);
+        let task_success_fraction = (self.has_tasks && tasks + tasks_failed > 0)
+            .then(|| tasks as f64 / (tasks + tasks_failed) as f64);
         let mut summary = RunSummary {
             run_id: ends.header.map(|h| h.run.id.clone()).unwrap_or_default(),
             mode,
@@ -405,7 +441,10 @@ impl<'a> RunAccumulator<'a> {
             reconnects: self.reconnects,
             connections_opened: ends.footer.and_then(|f| f.connections_opened),
             tasks,
+            tasks_failed: if self.has_tasks { tasks_failed } else { 0 },
+            task_success_fraction,
             window_s,
+            warmup_extended_s: window.moved.then(|| window.moved_by_ms / 1000.0),
             requests_per_s: per_s(self.completed_ok as f64),
             output_tokens_per_s: per_s(self.output_tokens),
             total_tokens_per_s: per_s(self.prompt_tokens_completed + self.output_tokens),
@@ -421,9 +460,10 @@ impl<'a> RunAccumulator<'a> {
             output_tokens_mean: self.output_counted.mean().unwrap_or(0.0),
             short_outputs: self.short_outputs,
             mean_inflight,
-            slo_pass: BTreeMap::new(),
-            slo_verdicts: BTreeMap::new(),
+            verdicts: Vec::new(),
             goodput_rps: BTreeMap::new(),
+            state,
+            state_reason: state_reason.clone(),
             kept_up,
             completed_fraction,
             backlog_growing,
@@ -433,22 +473,41 @@ impl<'a> RunAccumulator<'a> {
             server: None,
         };
         if open_loop {
-            for (slo, good) in slos.iter().zip(&self.good) {
-                let mut verdict = slo::evaluate(&summary, slo);
+            let task_e2e = if self.has_tasks {
+                &self.task_e2e
+            } else {
+                &self.e2e
+            };
+            let values = |metric: LatencyMetric| match metric {
+                LatencyMetric::Ttft => &self.ttft,
+                LatencyMetric::Itl => &self.itl,
+                LatencyMetric::Tpot => &self.tpot,
+                LatencyMetric::E2e => &self.e2e,
+                LatencyMetric::TaskE2e => task_e2e,
+            };
+            for ((slo, good), evidence) in slos.iter().zip(&self.good).zip(&self.evidence) {
+                let mut verdict = evidence.judge(slo, values, self.confidence, self.has_tasks);
+                let why = state_reason.clone().unwrap_or_default();
+                match state {
+                    RunState::Overloaded => {
+                        verdict.overrule(Verdict::Fail, format!("overloaded: {why}"));
+                    }
+                    RunState::Backlogged => {
+                        verdict.overrule(Verdict::Inconclusive, format!("backlogged: {why}"));
+                    }
+                    RunState::Stable => {}
+                }
                 if summary.invalid {
-                    verdict.pass = false;
-                    verdict.reasons.insert(
-                        0,
+                    verdict.overrule(
+                        Verdict::Fail,
                         format!(
                             "invalid run: {} of {} calls failed",
                             summary.errors,
                             summary.errors + summary.requests
                         ),
                     );
-                    verdict.note = Some(verdict.reasons.join("; "));
                 }
-                summary.slo_pass.insert(slo.name.clone(), verdict.pass);
-                summary.slo_verdicts.insert(slo.name.clone(), verdict);
+                summary.verdicts.push(verdict);
                 summary
                     .goodput_rps
                     .insert(slo.name.clone(), per_s(*good as f64));
@@ -458,6 +517,113 @@ impl<'a> RunAccumulator<'a> {
     }
 }
 
+/// The keep-up rule of an open run, stated on every card: a run is
+/// **overloaded** — and fails every SLO — when fewer than 95% of the arrivals
+/// scheduled in its window finished (with or without an error), or when the
+/// tasks completed inside the window fell behind those arrivals
+/// ([`completions_keep_pace`]). It is **backlogged** — and cannot pass —
+/// when its calls in flight or its TTFT kept rising through the window
+/// ([`backlog_growing`], [`latency_rising`]): its queue had not settled, so
+/// its percentiles understate the rate's steady state. Otherwise it is
+/// **stable**.
+fn open_state(
+    offered: u64,
+    completed_fraction: Option<f64>,
+    tasks_completed: u64,
+    backlog_growing: Option<bool>,
+    trend_rising: bool,
+) -> (RunState, Option<String>) {
+    let mut overloaded = vec![];
+    match completed_fraction {
+        Some(f) if f < KEPT_UP_MIN_COMPLETED_FRACTION => {
+            overloaded.push(format!("{} of arrivals finished", slo::format_fraction(f)));
+        }
+        None => overloaded.push("no arrivals in the measured window".to_string()),
+        Some(_) => {}
+    }
+    if offered > 0 && !completions_keep_pace(offered, tasks_completed as f64) {
+        overloaded.push(format!(
+            "{tasks_completed} tasks completed in the window for {offered} arrivals"
+        ));
+    }
+    if !overloaded.is_empty() {
+        return (RunState::Overloaded, Some(overloaded.join(", ")));
+    }
+    let mut backlog = vec![];
+    if backlog_growing == Some(true) {
+        backlog.push("calls in flight kept growing");
+    }
+    if trend_rising {
+        backlog.push("TTFT rose through the window");
+    }
+    if backlog.is_empty() {
+        (RunState::Stable, None)
+    } else {
+        (RunState::Backlogged, Some(backlog.join(", ")))
+    }
+}
+
+/// Fewest successful calls each third of the window needs for the trend test.
+pub const TREND_MIN_SAMPLES: u64 = 10;
+/// Trend and start tests: a third (or batch) is off when its mean TTFT
+/// differs from the reference by more than this factor.
+pub const TREND_RATIO: f64 = 1.5;
+/// The most batches (of [`BATCHES`]) the steady-state check may drop from
+/// the start of a window: a quarter of it.
+pub const MAX_UNSTEADY_BATCHES: usize = BATCHES / 4;
+
+/// Whether the mean TTFT rose through the window: the middle third above
+/// the first and the last above [`TREND_RATIO`] × the first, like the
+/// backlog test on calls in flight, each third on at least
+/// [`TREND_MIN_SAMPLES`] calls.
+pub fn latency_rising(trend: &[(u64, f64); BATCHES]) -> bool {
+    let third = |range: std::ops::Range<usize>| {
+        let (n, sum) = trend[range]
+            .iter()
+            .fold((0, 0.0), |(n, s), &(bn, bs)| (n + bn, s + bs));
+        (n >= TREND_MIN_SAMPLES).then(|| sum / n as f64)
+    };
+    let a = BATCHES / 3;
+    match (
+        third(0..a),
+        third(a..BATCHES - a),
+        third(BATCHES - a..BATCHES),
+    ) {
+        (Some(first), Some(middle), Some(last)) => middle > first && last > TREND_RATIO * first,
+        _ => false,
+    }
+}
+
+/// How many leading batches of a window are not yet steady: each batch
+/// (with at least 5 calls) whose mean TTFT is off by more than
+/// [`TREND_RATIO`] either way from the median batch mean of the second half
+/// of the window — the synchronized start of a closed loop, a queue still
+/// filling — up to [`MAX_UNSTEADY_BATCHES`]. Dropping them extends the
+/// warmup within that budget.
+pub fn steady_from_batch(trend: &[(u64, f64); BATCHES]) -> usize {
+    let mut later: Vec<f64> = trend[BATCHES / 2..]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|&(n, sum)| sum / n as f64)
+        .collect();
+    if later.len() < BATCHES / 4 {
+        return 0;
+    }
+    later.sort_by(f64::total_cmp);
+    let reference = later[later.len() / 2];
+    if reference <= 0.0 {
+        return 0;
+    }
+    trend
+        .iter()
+        .take(MAX_UNSTEADY_BATCHES)
+        .take_while(|&&(n, sum)| {
+            let m = sum / n.max(1) as f64;
+            n >= 5 && (m > TREND_RATIO * reference || m * TREND_RATIO < reference)
+        })
+        .count()
+}
+
 /// The rule for a run that is not a measurement: more than half of its
 /// measured calls failed (any class but `cancelled`). Such a run measures the
 /// failure — a wrong model name, a refused prompt format, a server that is
@@ -465,24 +631,6 @@ impl<'a> RunAccumulator<'a> {
 /// measurement, and the SLO's error-rate clause judges it.
 pub fn is_invalid(ok_calls: u64, failed_calls: u64) -> bool {
     failed_calls > 0 && failed_calls * 2 > ok_calls + failed_calls
-}
-
-impl LatencyStats {
-    /// The value of `stat`, or `None` when nothing was measured or the
-    /// percentile was not computed (it is in `extra` only if asked for).
-    pub fn get(&self, stat: Stat) -> Option<f64> {
-        if self.count == 0 {
-            return None;
-        }
-        match stat {
-            Stat::Mean => Some(self.mean),
-            Stat::Percentile(50.0) => Some(self.p50),
-            Stat::Percentile(90.0) => Some(self.p90),
-            Stat::Percentile(95.0) => Some(self.p95),
-            Stat::Percentile(99.0) => Some(self.p99),
-            Stat::Percentile(_) => self.extra.get(&stat.key()).copied(),
-        }
-    }
 }
 
 impl RunSummary {
@@ -497,24 +645,6 @@ impl RunSummary {
             LatencyMetric::TaskE2e => self.task_e2e_ms.as_ref().unwrap_or(&self.e2e_ms),
         }
     }
-}
-
-/// TPOT of one successful call; `None` below 2 output tokens.
-pub fn tpot_ms(record: &RequestRecord) -> Option<f64> {
-    if !record.is_ok() || record.output_tokens < 2 {
-        return None;
-    }
-    let (ttft, e2e) = (record.ttft_ms?, record.e2e_ms?);
-    Some((e2e - ttft).max(0.0) / f64::from(record.output_tokens - 1))
-}
-
-/// HDR percentiles (µs, 3 significant digits) plus exact mean and max.
-pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencyStats {
-    let mut acc = StatsAccumulator::default();
-    for &v in values_ms {
-        acc.push(v);
-    }
-    acc.finish(extra_percentiles)
 }
 
 /// Whether the tasks completed inside the window kept pace with the
@@ -552,6 +682,9 @@ pub struct Window {
     from_ms: f64,
     to_ms: f64,
     incomplete: bool,
+    /// The start was moved past an unsteady beginning, by this much.
+    moved: bool,
+    moved_by_ms: f64,
 }
 
 /// The window of a journal in memory.
@@ -581,16 +714,31 @@ pub fn window_from_ends(
             from_ms,
             to_ms: footer.measured_window_ms[1].max(from_ms),
             incomplete: footer.interrupted,
+            moved: false,
+            moved_by_ms: 0.0,
         },
         None => Window {
             from_ms,
             to_ms: last_completed_ms.max(from_ms),
             incomplete: true,
+            moved: false,
+            moved_by_ms: 0.0,
         },
     }
 }
 
 impl Window {
+    /// The same window, starting later at `from_ms` (an extended warmup).
+    pub fn starting_at(self, from_ms: f64) -> Window {
+        let from = from_ms.clamp(self.from_ms, self.to_ms);
+        Window {
+            from_ms: from,
+            moved: from > self.from_ms,
+            moved_by_ms: self.moved_by_ms + (from - self.from_ms),
+            ..self
+        }
+    }
+
     /// The `[from, to]` of the window, ms since the run's start.
     pub fn bounds_ms(&self) -> [f64; 2] {
         [self.from_ms, self.to_ms]
@@ -781,7 +929,7 @@ pub(crate) mod tests {
         assert_eq!(s.kept_up, None);
         assert!(s.schedule_lag_ms.is_none());
         assert!(!s.incomplete);
-        assert!(s.slo_pass.is_empty());
+        assert!(s.verdicts.is_empty());
     }
 
     #[test]
@@ -824,9 +972,9 @@ pub(crate) mod tests {
 
     #[test]
     fn tpot_needs_two_tokens() {
-        assert_eq!(tpot_ms(&call(0, 0.0, 30.0, 1, 0.0)), None);
-        assert_eq!(tpot_ms(&call(0, 0.0, 30.0, 2, 8.0)), Some(8.0));
-        assert_eq!(tpot_ms(&failed(0, 0.0, ErrorClass::Timeout)), None);
+        assert_eq!(call(0, 0.0, 30.0, 1, 0.0).tpot_ms(), None);
+        assert_eq!(call(0, 0.0, 30.0, 2, 8.0).tpot_ms(), Some(8.0));
+        assert_eq!(failed(0, 0.0, ErrorClass::Timeout).tpot_ms(), None);
     }
 
     #[test]
@@ -935,7 +1083,7 @@ pub(crate) mod tests {
         assert_eq!(s.achieved_rps, Some(9.9));
         let lag = s.schedule_lag_ms.as_ref().unwrap();
         assert!((lag.p99 - 0.5).abs() < 0.001);
-        assert!(s.slo_pass.is_empty());
+        assert!(s.verdicts.is_empty());
 
         let slos = [
             Slo {
@@ -948,18 +1096,25 @@ pub(crate) mod tests {
             },
         ];
         let s = summarize(&journal, &slos);
+        let verdicts: Vec<_> = s
+            .verdicts
+            .iter()
+            .map(|v| (v.slo.as_str(), v.verdict))
+            .collect();
         assert_eq!(
-            s.slo_pass,
-            BTreeMap::from([("loose".into(), true), ("tight".into(), false)])
+            verdicts,
+            vec![("loose", Verdict::Pass), ("tight", Verdict::Fail)]
         );
         assert_eq!(s.goodput_rps["loose"], 9.9);
         assert_eq!(s.goodput_rps["tight"], 0.0);
         assert!(
-            s.slo_verdicts["tight"]
-                .note
-                .as_deref()
+            s.verdict("tight")
                 .unwrap()
-                .contains("ttft p50 50ms > 40ms")
+                .note()
+                .unwrap()
+                .contains("ttft p50 50ms [50ms, 50ms] > 40ms"),
+            "{:?}",
+            s.verdict("tight")
         );
     }
 
@@ -982,12 +1137,22 @@ pub(crate) mod tests {
         let growing: Vec<(f64, u32)> = (0..100).map(|i| (f64::from(i) * 100.0, 5 + i)).collect();
         let s = summarize(&open_journal(10.0, 100, growing, 50.0), &[]);
         assert_eq!(s.backlog_growing, Some(true));
-        assert_eq!(s.kept_up, Some(false));
+        // A growing queue that still finishes its arrivals is backlogged:
+        // it cannot pass, but it is not (yet) overloaded.
+        assert_eq!(s.state, RunState::Backlogged);
+        assert_eq!(s.kept_up, Some(true));
 
         let flat: Vec<(f64, u32)> = (0..100).map(|i| (f64::from(i) * 100.0, 5)).collect();
         let s = summarize(&open_journal(12.0, 120, flat.clone(), 50.0), &[]);
         assert!((s.completed_fraction.unwrap() - 100.0 / 120.0).abs() < 1e-12);
         assert_eq!(s.kept_up, Some(false));
+        assert_eq!(s.state, RunState::Overloaded);
+        assert!(
+            s.state_reason
+                .as_deref()
+                .unwrap()
+                .contains("83.3% of arrivals finished")
+        );
     }
 
     #[test]
@@ -1022,7 +1187,10 @@ pub(crate) mod tests {
         let s = summarize(&journal, &[]);
         assert_eq!(s.tasks, 2);
         assert_eq!(s.achieved_rps, Some(0.2));
-        assert_eq!(s.completed_fraction, Some(2.0 / 3.0));
+        // The failed task finished too: failures are the SLOs' to judge.
+        assert_eq!(s.completed_fraction, Some(1.0));
+        assert_eq!(s.tasks_failed, 1);
+        assert_eq!(s.task_success_fraction, Some(2.0 / 3.0));
         let task = s.task_e2e_ms.as_ref().unwrap();
         assert_eq!(task.count, 2);
         assert_eq!(task.mean, 3500.0);

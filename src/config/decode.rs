@@ -68,7 +68,14 @@ const CLOSED_CHILDREN: &[&str] = &[
     "knee",
 ];
 const OPEN_CHILDREN: &[&str] = &[
-    "arrival", "search", "rates", "duration", "requests", "warmup",
+    "arrival",
+    "search",
+    "rates",
+    "duration",
+    "requests",
+    "warmup",
+    "confidence",
+    "budget",
 ];
 const SAMPLES: &[&str] = &["shuffle", "sequential"];
 const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
@@ -2294,6 +2301,8 @@ impl Decoder {
         let mut arrival = Arrival::Poisson;
         let mut trace: Option<TraceSpec> = None;
         let mut warmup = Duration::ZERO;
+        let mut confidence = Fraction(crate::analyze::interval::DEFAULT_CONFIDENCE);
+        let mut budget = None;
         let mut ok = true;
         for child in children(node) {
             let child_name = child.name().value();
@@ -2327,6 +2336,11 @@ impl Decoder {
                     self.stop_rule(child).map(|s| stop = Some(s))
                 }
                 "warmup" => self.warmup(child).map(|w| warmup = w),
+                "confidence" => self.confidence(child).map(|c| confidence = c),
+                "budget" => self
+                    .single(child, "budget \"20m\"")
+                    .and_then(|e| self.duration(e, "budget"))
+                    .map(|b| budget = Some(b)),
                 _ => {
                     self.unknown_node(child, Some(node), OPEN_CHILDREN);
                     None
@@ -2383,7 +2397,29 @@ impl Decoder {
             stop,
             warmup,
             trace,
+            confidence,
+            budget,
         })
+    }
+
+    /// `confidence "95%"`: of every verdict's intervals, strictly between 50% and 100%.
+    fn confidence(&mut self, node: &KdlNode) -> Option<Fraction> {
+        let usage = "confidence \"95%\"";
+        let entry = self.single(node, usage)?;
+        let f = self.fraction(entry, "confidence")?;
+        if f.0 < 0.5 || f.0 >= 1.0 {
+            self.error(
+                value_span(entry),
+                "confidence out of range",
+                format!(
+                    "`confidence` must be at least 50% and below 100%, got {}%",
+                    f.0 * 100.0
+                ),
+                Some("95% is the usual choice; 99% asks for more samples per verdict".to_string()),
+            );
+            return None;
+        }
+        Some(f)
     }
 
     fn trace(&mut self, node: &KdlNode) -> Option<TraceSpec> {

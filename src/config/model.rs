@@ -514,6 +514,21 @@ pub struct OpenSpec {
     /// (then `arrival` is [`Arrival::Trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSpec>,
+    /// `confidence "95%"`: of the intervals behind every verdict.
+    #[serde(default = "default_confidence")]
+    pub confidence: Fraction,
+    /// `budget "20m"`: measured time the open runs of one card may add by
+    /// extending inconclusive rates (default: 4 × one run's duration).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_secs"
+    )]
+    pub budget: Option<Duration>,
+}
+
+fn default_confidence() -> Fraction {
+    Fraction(0.95)
 }
 
 impl OpenSpec {

@@ -35,6 +35,9 @@ pub enum WindowEnd {
     At(f64),
     /// The last completion of a measured call (request-count stop).
     LastMeasuredCompletion,
+    /// Just after the last start of a measured call (a closed loop's
+    /// request-count stop: the slots drain after it).
+    LastMeasuredStart,
 }
 
 /// What the runner knows at the end that the records do not say.
@@ -98,9 +101,19 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
             .filter(|r| r.scheduled_ms >= from)
             .map(|r| r.completed_ms)
             .fold(from, f64::max),
+        // The window is `[from, to)` by start: one microsecond (the
+        // journal's resolution) past the last start keeps that call in it.
+        WindowEnd::LastMeasuredStart => {
+            timings
+                .iter()
+                .filter(|r| r.scheduled_ms >= from)
+                .map(|r| r.scheduled_ms)
+                .fold(from, f64::max)
+                + 0.001
+        }
     };
     let in_window = |t: f64| match plan.window_end {
-        WindowEnd::At(_) => t >= from && t < to,
+        WindowEnd::At(_) | WindowEnd::LastMeasuredStart => t >= from && t < to,
         WindowEnd::LastMeasuredCompletion => t >= from,
     };
     let open_loop = plan.arrivals_ms.is_some();

@@ -47,7 +47,9 @@
 //! - Stop by `requests n`: tasks keep being started (closed) or scheduled
 //!   (open) after warmup until they account for at least `n` calls (`n` tasks
 //!   for single-call workloads); the window ends at the last completion of a
-//!   measured call. Closed loops run below `c` while the last ones drain.
+//!   measured call — except in closed loop, whose window ends when the last
+//!   measured task starts: from then on the slots drain below `c`, which is
+//!   not the load the level is about.
 //!
 //! **End of a run.** Tasks in flight when starting stops run to their end, so
 //! no measured call is cut short by the clock — but not for ever: at the

@@ -96,6 +96,22 @@ impl RequestRecord {
     pub fn is_ok(&self) -> bool {
         self.error.is_none()
     }
+
+    /// Whether the endpoint failed the call: any error but `cancelled`
+    /// (the client stopped it, not the endpoint).
+    pub fn is_failure(&self) -> bool {
+        self.error.is_some_and(|e| e != ErrorClass::Cancelled)
+    }
+
+    /// Time per output token after the first, (E2E − TTFT) / (output − 1),
+    /// of a successful call; `None` below 2 output tokens.
+    pub fn tpot_ms(&self) -> Option<f64> {
+        if !self.is_ok() || self.output_tokens < 2 {
+            return None;
+        }
+        let (ttft, e2e) = (self.ttft_ms?, self.e2e_ms?);
+        Some((e2e - ttft).max(0.0) / f64::from(self.output_tokens - 1))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

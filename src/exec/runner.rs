@@ -277,6 +277,9 @@ struct ClosedState {
     measured_calls: AtomicU64,
     planned_end: Option<Instant>,
     request_limit: Option<u64>,
+    /// `requests n`: the last measured task has started. From then on the
+    /// slots drain, so the measured window ends there.
+    limit_reached: std::sync::atomic::AtomicBool,
 }
 
 async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
@@ -310,6 +313,7 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
                 .measured_started
                 .fetch_add(calls, Ordering::Relaxed);
             if before + calls >= limit {
+                state.limit_reached.store(true, Ordering::Relaxed);
                 ctx.stop_starting.cancel();
             }
         }
@@ -528,6 +532,7 @@ pub(crate) async fn run(
     });
 
     let mut schedule_exhausted = false;
+    let mut closed_limit_reached = false;
     let arrivals_ms = match (concurrency, arrivals) {
         (Some(concurrency), _) => {
             let state = Arc::new(ClosedState {
@@ -538,6 +543,7 @@ pub(crate) async fn run(
                     StopRule::Requests(n) => Some(n),
                     StopRule::Duration(_) | StopRule::TraceEnd => None,
                 },
+                limit_reached: std::sync::atomic::AtomicBool::new(false),
             });
             let mut slots = JoinSet::new();
             for _ in 0..concurrency {
@@ -546,6 +552,7 @@ pub(crate) async fn run(
             while let Some(result) = slots.join_next().await {
                 propagate_panic(result);
             }
+            closed_limit_reached = state.limit_reached.load(Ordering::Relaxed);
             None
         }
         (None, Some(arrivals)) => {
@@ -588,6 +595,12 @@ pub(crate) async fn run(
                 planned
             };
             WindowEnd::At(ctx.ms(end))
+        }
+        // A closed loop measures only while all c slots are busy: its
+        // window ends when the last measured task started, not after the
+        // drain.
+        StopRule::Requests(_) if !interrupted && closed_limit_reached => {
+            WindowEnd::LastMeasuredStart
         }
         StopRule::Requests(_) | StopRule::TraceEnd => WindowEnd::LastMeasuredCompletion,
     };

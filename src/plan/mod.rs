@@ -369,6 +369,8 @@ mod trace_stop_tests {
                 block_tokens: 16,
                 data: Some(Arc::new(trace.clone())),
             }),
+            confidence: crate::config::Fraction(0.95),
+            budget: None,
         };
         let mean = trace.mean_rate_per_s();
         // Speedup 1: 10 s of trace, 2 of them warmup.
@@ -516,6 +518,8 @@ mod tests {
                 stop: StopRule::Duration(Duration::from_secs(120)),
                 warmup: Duration::from_secs(15),
                 trace: None,
+                confidence: crate::config::Fraction(0.95),
+                budget: None,
             }),
             sizing: None,
             base_dir: None,

@@ -116,6 +116,8 @@ pub struct OpenPointView {
     /// Goodput for the SLO this point belongs to.
     pub goodput_rps: Option<f64>,
     pub kept_up: Option<bool>,
+    /// `"stable"`, `"backlogged"` or `"overloaded"`.
+    pub state: String,
     pub errors: u64,
     pub error_rate: Option<f64>,
 }
@@ -126,6 +128,9 @@ pub struct CrOpenView {
     /// `"reached"`, `"at_least"` (max of the search passed) or `"not_reached"`.
     pub status: String,
     pub rps: Option<f64>,
+    /// `[highest conclusive pass, lowest conclusive failure]`.
+    pub range: [Option<f64>; 2],
+    pub inconclusive_rps: Vec<f64>,
     pub failed_at_rps: Option<f64>,
     pub failed_clauses: Vec<String>,
     pub note: Option<String>,
@@ -160,7 +165,8 @@ pub struct SweepRow {
 pub struct SloCell {
     pub slo: String,
     pub goodput_rps: Option<f64>,
-    pub pass: Option<bool>,
+    /// `"pass"`, `"fail"` or `"inconclusive"`; `None` when not judged.
+    pub verdict: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -183,6 +189,8 @@ pub struct SearchRow {
     pub schedule_lag_p99_ms: Option<f64>,
     pub slos: Vec<SloCell>,
     pub kept_up: Option<bool>,
+    /// `"stable"`, `"backlogged"` or `"overloaded"`.
+    pub state: String,
     pub generator_lagging: bool,
     pub incomplete: bool,
     pub marks: Vec<String>,
@@ -218,6 +226,8 @@ pub struct CardView {
     pub tool_version: String,
     pub seed: u64,
     pub content_nonce: Option<u64>,
+    /// The confidence of the verdicts' intervals, `"95%"`.
+    pub confidence_pct: String,
     pub status: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
@@ -355,6 +365,7 @@ fn open_point(run: &RunSummary, slo: &str) -> OpenPointView {
             .and_then(|s| stat(s, |s| s.p99)),
         goodput_rps: run.goodput_rps.get(slo).copied(),
         kept_up: run.kept_up,
+        state: run.state.as_str().to_string(),
         errors: run.errors,
         error_rate: error_rate(run),
     }
@@ -483,6 +494,9 @@ fn sweep_rows(card: &Card) -> Vec<SweepRow> {
             if r.incomplete {
                 marks.push("incomplete".to_string());
             }
+            if r.state != crate::analyze::RunState::Stable {
+                marks.push(format!("{} (not used)", r.state.as_str()));
+            }
             SweepRow {
                 run_id: r.run_id.clone(),
                 concurrency: r.concurrency,
@@ -506,12 +520,28 @@ fn sweep_rows(card: &Card) -> Vec<SweepRow> {
         .collect()
 }
 
+/// The confidence the open runs were judged at (the first verdict's; 95%
+/// when none was judged).
+fn confidence_pct(card: &Card) -> String {
+    let confidence = card
+        .open
+        .iter()
+        .find_map(|r| r.verdicts.first().map(|v| v.confidence))
+        .unwrap_or(crate::analyze::interval::DEFAULT_CONFIDENCE);
+    crate::analyze::slo::format_fraction(confidence)
+}
+
 /// SLO names for the search table: the card's SLOs in declaration order,
 /// then any other name a run was judged against.
 fn search_slos(card: &Card) -> Vec<String> {
     let mut names: Vec<String> = card.slos.iter().map(|s| s.name.clone()).collect();
     for run in &card.open {
-        for name in run.slo_pass.keys().chain(run.goodput_rps.keys()) {
+        for name in run
+            .verdicts
+            .iter()
+            .map(|v| &v.slo)
+            .chain(run.goodput_rps.keys())
+        {
             if !names.contains(name) {
                 names.push(name.clone());
             }
@@ -562,10 +592,11 @@ fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
                     .map(|name| SloCell {
                         slo: name.clone(),
                         goodput_rps: r.goodput_rps.get(name).copied(),
-                        pass: r.slo_pass.get(name).copied(),
+                        verdict: r.verdict(name).map(|v| v.verdict.as_str().to_string()),
                     })
                     .collect(),
                 kept_up: r.kept_up,
+                state: r.state.as_str().to_string(),
                 generator_lagging: r.generator_lagging,
                 incomplete: r.incomplete,
                 marks,
@@ -716,19 +747,34 @@ fn reading(card: &Card, view: &CardView) -> String {
             (Some(r), true) => format!("; at {} {unit} it failed", rps(r)),
             (None, _) => String::new(),
         };
-        let sentence = match (cr.rps, cr.at_least) {
-            (Some(r), false) => format!(
+        let precision = match cr.precision_reached {
+            Some(false) => " The precision asked for was not reached within the budget.",
+            _ => "",
+        };
+        let sentence = match (cr.rps, cr.at_least, cr.range[1]) {
+            (Some(r), false, Some(hi)) => format!(
+                "Within the `{}` SLO {subject} serves **{} {unit}** of the `{}` profile ({open_tag}; \
+                 Cr_open lies between {} and {} {unit}, the highest rate that passed and the lowest \
+                 that failed, each at {} confidence){failed}.{precision}",
+                cr.slo,
+                rps(r),
+                card.workload,
+                rps(r),
+                rps(hi),
+                view.confidence_pct
+            ),
+            (Some(r), false, None) => format!(
                 "Within the `{}` SLO {subject} serves **{} {unit}** of the `{}` profile ({open_tag}){failed}.",
                 cr.slo,
                 rps(r),
                 card.workload
             ),
-            (Some(r), true) => format!(
+            (Some(r), true, _) => format!(
                 "Within the `{}` SLO it serves at least **{} {unit}** ({open_tag}): the highest rate tested passed, so the limit lies above the search range.",
                 cr.slo,
                 rps(r)
             ),
-            (None, _) => format!(
+            (None, _, _) => format!(
                 "Within the `{}` SLO nothing can be promised ({open_tag}): {}.",
                 cr.slo,
                 cr.note.as_deref().unwrap_or("no tested rate passed")
@@ -940,6 +986,8 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             slo: cr.slo.clone(),
             status: cr_open_status(cr).to_string(),
             rps: cr.rps,
+            range: cr.range,
+            inconclusive_rps: cr.inconclusive_rps.clone(),
             failed_at_rps: cr.failed_at_rps,
             failed_clauses: cr.failed_clauses.clone(),
             note: cr.note.clone(),
@@ -959,6 +1007,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         tool_version: report.tool_version.clone(),
         seed: report.seed,
         content_nonce: report.content_nonce,
+        confidence_pct: confidence_pct(card),
         status: report.status.clone(),
         started_at: report.started_at.clone(),
         finished_at: report.finished_at.clone(),
@@ -1298,8 +1347,11 @@ mod tests {
         card.cr_open = vec![CrOpen {
             slo: "interactive".into(),
             rps: Some(4.0),
+            range: [Some(4.0), Some(4.4)],
             failed_at_rps: Some(4.4),
             at_least: false,
+            inconclusive_rps: vec![],
+            precision_reached: None,
             note: None,
             run_id: None,
             failed_run_id: None,
@@ -1308,8 +1360,9 @@ mod tests {
         let view = card_view(&report_with(card.clone()), &card);
         assert_eq!(
             view.reading,
-            "Within the `interactive` SLO this replica serves **4.00 req/s** of the `w` profile (open loop, poisson); \
-             at 4.40 req/s it failed (TTFT p99). At saturation it does **2,050 output tok/s** at 32 concurrent \
+            "Within the `interactive` SLO this replica serves **4.00 req/s** of the `w` profile (open loop, poisson; \
+             Cr_open lies between 4.00 and 4.40 req/s, the highest rate that passed and the lowest that failed, \
+             each at 95% confidence); at 4.40 req/s it failed (TTFT p99). At saturation it does **2,050 output tok/s** at 32 concurrent \
              (closed loop); the knee, Cr_closed, spans 16–32 concurrent. CrossP was not reached in the sweep \
              (levels 16–32, closed loop): TTFT p50 never rose faster than output tok/s between consecutive levels."
         );

@@ -307,12 +307,13 @@ async fn ttft_and_itl_match_the_servers_script() {
     assert_eq!(header.model, "test-model");
     assert_eq!(header.measure_from_ms, 0.0);
     let footer = journal.footer.as_ref().unwrap();
-    let last = journal
+    let last_start = journal
         .requests
         .iter()
-        .map(|r| r.completed_ms)
+        .map(|r| r.scheduled_ms)
         .fold(0.0, f64::max);
-    assert_eq!(footer.measured_window_ms, [0.0, last]);
+    assert_eq!(footer.measured_window_ms[0], 0.0);
+    assert!((footer.measured_window_ms[1] - last_start - 0.001).abs() < 0.002);
     assert!(!footer.interrupted);
     assert_eq!(footer.offered, None);
     let file = std::fs::read_to_string(dir.path().join("t--w--c0001.jsonl")).unwrap();
@@ -444,8 +445,17 @@ async fn request_count_stop_measures_exactly_n_after_warmup() {
         journal.requests.len() > 5,
         "warmup requests are journaled too"
     );
-    let last = measured.iter().map(|r| r.completed_ms).fold(0.0, f64::max);
-    assert_eq!(journal.footer.unwrap().measured_window_ms, [60.0, last]);
+    // The window ends when the last measured call started: the drain after
+    // it (slots going idle one by one) is not the level's load.
+    let last_start = measured.iter().map(|r| r.scheduled_ms).fold(0.0, f64::max);
+    let window = journal.footer.unwrap().measured_window_ms;
+    assert_eq!(window[0], 60.0);
+    assert!(
+        (window[1] - last_start - 0.001).abs() < 0.002,
+        "{window:?} vs {last_start}"
+    );
+    let last_done = measured.iter().map(|r| r.completed_ms).fold(0.0, f64::max);
+    assert!(window[1] < last_done);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

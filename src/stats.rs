@@ -1,0 +1,148 @@
+//! Percentiles, the one implementation: HDR histograms (hdrhistogram,
+//! values in µs, 3 significant digits: ≤ 0.1% relative error) with the
+//! nearest-rank definition, and exact count, mean and max. Every percentile
+//! capcard reports, from a run's TTFT p99 to one call's own ITL p95 and the
+//! generator's schedule-lag p99, comes from here.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Stat;
+
+/// Latency distribution of one metric in one run, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Other percentiles an SLO asked for, keyed like `"p99.9"`, `"p75"`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+}
+
+impl LatencyStats {
+    /// The value of `stat`, or `None` when nothing was measured or the
+    /// percentile was not computed (it is in `extra` only if asked for).
+    pub fn get(&self, stat: Stat) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        match stat {
+            Stat::Mean => Some(self.mean),
+            Stat::Percentile(50.0) => Some(self.p50),
+            Stat::Percentile(90.0) => Some(self.p90),
+            Stat::Percentile(95.0) => Some(self.p95),
+            Stat::Percentile(99.0) => Some(self.p99),
+            Stat::Percentile(_) => self.extra.get(&stat.key()).copied(),
+        }
+    }
+}
+
+/// Streaming percentiles: an HDR histogram (µs, 3 significant digits) and
+/// the exact count, sum and max. Gives what [`latency_stats`] gives for the
+/// same values in the same order, in constant memory.
+#[derive(Debug, Clone, Default)]
+pub struct StatsAccumulator {
+    hist: Option<Histogram<u64>>,
+    count: u64,
+    sum: f64,
+    max: f64,
+}
+
+impl StatsAccumulator {
+    pub fn push(&mut self, v: f64) {
+        let hist = self.hist.get_or_insert_with(|| {
+            Histogram::<u64>::new(3).expect("3 significant digits is a valid HDR precision")
+        });
+        // Saturating cast: negative or NaN → 0, absurdly large → u64::MAX.
+        let us = (v * 1000.0).round() as u64;
+        // `new` auto-resizes, so `record` only fails beyond what any
+        // histogram can track; clamp those to its highest value.
+        if hist.record(us).is_err() {
+            hist.saturating_record(us);
+        }
+        self.max = if self.count == 0 { v } else { self.max.max(v) };
+        self.count += 1;
+        self.sum += v;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The value of nearest rank `rank` (1-based, clamped to `1..=count`);
+    /// 0 when empty.
+    pub fn value_at_rank(&self, rank: u64) -> f64 {
+        match self.hist.as_ref().filter(|_| self.count > 0) {
+            None => 0.0,
+            Some(hist) => {
+                let rank = rank.clamp(1, self.count);
+                // value_at_quantile(q) is the value at rank ceil(q × n); the
+                // epsilon keeps float error from skipping to the next rank.
+                let q = (rank as f64 / self.count as f64 - 1e-12).max(0.0);
+                hist.value_at_quantile(q) as f64 / 1000.0
+            }
+        }
+    }
+
+    /// The nearest-rank `p`-th percentile (0 < p ≤ 100); `None` when empty.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        (self.count > 0).then(|| {
+            let rank = ((p / 100.0) * self.count as f64 - 1e-9).ceil().max(1.0) as u64;
+            self.value_at_rank(rank)
+        })
+    }
+
+    /// The exact mean; `None` when empty.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+
+    /// Forget every value, keeping the histogram's memory (for one
+    /// accumulator reused call after call).
+    pub fn clear(&mut self) {
+        if let Some(h) = &mut self.hist {
+            h.reset();
+        }
+        self.count = 0;
+        self.sum = 0.0;
+        self.max = 0.0;
+    }
+
+    pub fn finish(&self, extra_percentiles: &[f64]) -> LatencyStats {
+        let Some(hist) = self.hist.as_ref().filter(|_| self.count > 0) else {
+            return LatencyStats::default();
+        };
+        // Nearest rank = ceil(q × n); the epsilon keeps float error
+        // (0.999 × 1000 = 999.0000000000001) from skipping to the next rank.
+        let at = |p: f64| hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)) as f64 / 1000.0;
+        LatencyStats {
+            count: self.count,
+            mean: self.sum / self.count as f64,
+            p50: at(50.0),
+            p90: at(90.0),
+            p95: at(95.0),
+            p99: at(99.0),
+            max: self.max,
+            extra: extra_percentiles
+                .iter()
+                .map(|&p| (Stat::Percentile(p).key(), at(p)))
+                .collect(),
+        }
+    }
+}
+
+/// HDR percentiles (µs, 3 significant digits) plus exact mean and max.
+pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencyStats {
+    let mut acc = StatsAccumulator::default();
+    for &v in values_ms {
+        acc.push(v);
+    }
+    acc.finish(extra_percentiles)
+}
