@@ -291,6 +291,7 @@ fn plan(id: &str, load: Load, warmup_s: f64, duration_s: f64) -> RunPlan {
         warmup: Duration::from_secs_f64(warmup_s),
         stop: StopRule::Duration(Duration::from_secs_f64(duration_s)),
         seed: 1,
+        repetition: 1,
     }
 }
 

@@ -81,6 +81,7 @@ fn main() -> miette::Result<()> {
             warmup: Duration::from_secs(5),
             crossp: CrossPSpec::default(),
             knee: KneeSpec::default(),
+            repeat: 1,
         }),
         open: Some(OpenSpec {
             arrival: Arrival::Poisson,
@@ -94,6 +95,7 @@ fn main() -> miette::Result<()> {
             trace: None,
             confidence: Fraction(0.95),
             budget: None,
+            repeat: 1,
         }),
         sizing: Some(SizingSpec {
             targets: vec![SizingTarget::Rps {

@@ -259,24 +259,25 @@ pub fn recompute(
                 Mode::Open => open.push(summary),
             }
         }
-        closed.sort_by_key(|s| s.concurrency.unwrap_or(0));
+        closed.sort_by_key(|s| (s.concurrency.unwrap_or(0), s.repetition));
         open.sort_by(|a, b| {
             a.rate_rps
                 .unwrap_or(0.0)
                 .total_cmp(&b.rate_rps.unwrap_or(0.0))
+                .then(a.repetition.cmp(&b.repetition))
         });
         // A rate can have an extension beside its run (`<id>--ext`, longer,
         // for a conclusive verdict): the longest complete journal at a
         // level or rate measures it; an extension cut short leaves the
         // run's own. Every journal stays on disk.
         closed.dedup_by(|later, earlier| {
-            later.concurrency == earlier.concurrency && {
+            (later.concurrency, later.repetition) == (earlier.concurrency, earlier.repetition) && {
                 keep_better(earlier, later);
                 true
             }
         });
         open.dedup_by(|later, earlier| {
-            later.rate_rps == earlier.rate_rps && {
+            (later.rate_rps, later.repetition) == (earlier.rate_rps, earlier.repetition) && {
                 keep_better(earlier, later);
                 true
             }
@@ -290,7 +291,9 @@ pub fn recompute(
             let done = runs
                 .iter()
                 .filter(|r| match r.load {
-                    Load::Rate { rate, .. } => open.iter().any(|s| s.rate_rps == Some(rate.0)),
+                    Load::Rate { rate, .. } => open
+                        .iter()
+                        .any(|s| s.rate_rps == Some(rate.0) && s.repetition.0 == r.repetition),
                     Load::Concurrency { .. } => true,
                 })
                 .count();

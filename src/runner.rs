@@ -356,39 +356,50 @@ async fn drive(
                 let mut search =
                     analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
                 let mut budget = Budget::of(experiment, Some(template));
+                let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
                 while let Some(rate) = search.next_rate() {
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
-                    let run = plan::run_at_rate_of(
+                    let first = plan::run_at_rate_of(
                         template,
                         config::RatePerS(rate),
                         experiment.seed,
                         experiment.open.as_ref(),
                     );
-                    let journal =
-                        execute(folder, target, workload, &run, invocation, &options, log).await?;
-                    let mut summary = summarize(folder, &run, &journal, experiment)?;
-                    if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
-                        return Ok(());
-                    }
-                    // Inconclusive for an SLO the search still needs: extend
-                    // the rate (once, within the budget) rather than guess.
-                    if analyze::search::needs_extension(&summary, &search.unresolved()) {
-                        let ext = (folder, target, workload, invocation, &options);
-                        if let Some(longer) =
-                            extend(ext, &run, &summary, &mut budget, experiment, cancel, log)
-                                .await?
-                        {
-                            summary = longer;
-                        }
-                        if cancel.is_cancelled() {
-                            refresh(folder, experiment, full_plan, &templates)?;
+                    let wanted = search.unresolved();
+                    // `repeat N`: every repetition of the rate, then one
+                    // verdict per SLO for the rate (a pass only if all pass).
+                    let mut verdicts: Vec<BTreeMap<String, analyze::Verdict>> = Vec::new();
+                    for r in 1..=repeat {
+                        let run = first.repetition_of(r);
+                        let journal =
+                            execute(folder, target, workload, &run, invocation, &options, log)
+                                .await?;
+                        let mut summary = summarize(folder, &run, &journal, experiment)?;
+                        if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
                             return Ok(());
                         }
+                        // Inconclusive for an SLO the search still needs:
+                        // extend the rate (once, within the budget) rather
+                        // than guess.
+                        if analyze::search::needs_extension(&summary, &wanted) {
+                            let ext = (folder, target, workload, invocation, &options);
+                            if let Some(longer) =
+                                extend(ext, &run, &summary, &mut budget, experiment, cancel, log)
+                                    .await?
+                            {
+                                summary = longer;
+                            }
+                            if cancel.is_cancelled() {
+                                refresh(folder, experiment, full_plan, &templates)?;
+                                return Ok(());
+                            }
+                        }
+                        verdicts.push(analyze::search::verdicts_of(&summary));
+                        refresh(folder, experiment, full_plan, &templates)?;
                     }
-                    search.record(rate, &analyze::search::verdicts_of(&summary));
-                    refresh(folder, experiment, full_plan, &templates)?;
+                    search.record(rate, &analyze::search::combine_repetitions(&verdicts));
                 }
             }
         }
@@ -1161,6 +1172,7 @@ mod tests {
             warmup: Duration::from_secs(1),
             stop: StopRule::Duration(Duration::from_secs(10)),
             seed: 1,
+            repetition: 1,
         };
         let budget = |s: u64| Budget {
             left: Duration::from_secs(s),

@@ -18,7 +18,8 @@ use crate::config::{Api, Experiment, RateSelection, Target, TargetKind, Workload
 use super::search::{cr_open, fmt_rate};
 use super::slo::format_fraction;
 use super::{
-    CapacityReport, Card, CrossP, MeasuredTokens, RunSummary, TargetInfo, crossp, knee, sizing,
+    CapacityReport, Card, CrOpen, CrossP, LevelSpread, MeasuredTokens, RepeatSpread, RunSummary,
+    SloSpread, TargetInfo, crossp, knee, sizing,
 };
 
 /// The `schema` of `results.json`.
@@ -49,29 +50,79 @@ pub fn build_card(
 
     let crossp_spec = experiment.closed.as_ref().map(|c| c.crossp);
     let knee_spec = experiment.closed.as_ref().map(|c| c.knee);
-    // Invalid runs (most calls failed) measured the failure, not the
-    // replica, and a run whose latency was still rising had not reached the
-    // steady state a sweep compares: only stable, valid levels decide.
-    let valid_closed: Vec<RunSummary> = closed
-        .iter()
-        .filter(|s| !s.invalid && s.state == super::RunState::Stable)
-        .cloned()
-        .collect();
-    let crossp = crossp::crossp(&valid_closed, &crossp_spec.unwrap_or_default());
-    let cr_closed = knee::cr_closed(&valid_closed, &knee_spec.unwrap_or_default());
     let (max_rps, precision) = match experiment.open.as_ref().map(|o| &o.rates) {
         Some(RateSelection::Search { max, precision, .. }) => (Some(max.0), Some(precision.0)),
         _ => (None, None),
     };
-    let cr_open: Vec<_> = if open.is_empty() {
-        vec![]
-    } else {
+    let decide_closed = |runs: &[RunSummary]| {
+        // Invalid runs (most calls failed) measured the failure, not the
+        // replica, and a run whose latency was still rising had not reached
+        // the steady state a sweep compares: only stable, valid levels decide.
+        let valid: Vec<RunSummary> = runs
+            .iter()
+            .filter(|s| !s.invalid && s.state == super::RunState::Stable)
+            .cloned()
+            .collect();
+        (
+            crossp::crossp(&valid, &crossp_spec.unwrap_or_default()),
+            knee::cr_closed(&valid, &knee_spec.unwrap_or_default()),
+        )
+    };
+    let decide_open = |runs: &[RunSummary]| -> Vec<CrOpen> {
+        if runs.is_empty() {
+            return vec![];
+        }
         experiment
             .slos
             .iter()
-            .map(|slo| cr_open(&open, &slo.name, max_rps, precision))
+            .map(|slo| cr_open(runs, &slo.name, max_rps, precision))
             .collect()
     };
+    let (crossp, cr_closed) = decide_closed(&median_per_level(&closed));
+    let cr_open = decide_open(&combined_per_rate(&open));
+    let repetitions = closed
+        .iter()
+        .chain(&open)
+        .map(|s| s.repetition.0)
+        .max()
+        .unwrap_or(1);
+    let repeat = (repetitions > 1).then(|| {
+        let of = |runs: &[RunSummary], r: u32| -> Vec<RunSummary> {
+            runs.iter()
+                .filter(|s| s.repetition.0 == r)
+                .cloned()
+                .collect()
+        };
+        let sweeps: Vec<_> = (1..=repetitions)
+            .map(|r| decide_closed(&of(&closed, r)))
+            .collect();
+        let opens: Vec<Vec<CrOpen>> = (1..=repetitions)
+            .map(|r| decide_open(&of(&open, r)))
+            .collect();
+        RepeatSpread {
+            repetitions,
+            levels: level_spread(&closed),
+            crossp: sweeps
+                .iter()
+                .map(|(c, _)| c.as_ref().map(|c| c.concurrency))
+                .collect(),
+            cr_closed: sweeps
+                .iter()
+                .map(|(_, k)| k.as_ref().map(|k| k.range))
+                .collect(),
+            cr_open: experiment
+                .slos
+                .iter()
+                .map(|slo| SloSpread {
+                    slo: slo.name.clone(),
+                    rps: opens
+                        .iter()
+                        .map(|crs| crs.iter().find(|c| c.slo == slo.name).and_then(|c| c.rps))
+                        .collect(),
+                })
+                .collect(),
+        }
+    });
     let sizing = experiment
         .sizing
         .as_ref()
@@ -94,6 +145,7 @@ pub fn build_card(
         open,
         cr_open,
         sizing,
+        repeat,
         notes: vec![],
         telemetry_notes: vec![],
         limits: Default::default(),
@@ -106,6 +158,92 @@ pub fn build_card(
     };
     super::telemetry::annotate_card(&mut card, max_num_seqs);
     card
+}
+
+/// One summary per closed level: with repetitions, the level's median run
+/// by output tok/s among its stable, valid runs (any run if none is).
+fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
+    let mut levels: BTreeMap<u32, Vec<&RunSummary>> = BTreeMap::new();
+    for run in closed {
+        levels
+            .entry(run.concurrency.unwrap_or(0))
+            .or_default()
+            .push(run);
+    }
+    levels
+        .into_values()
+        .filter_map(|runs| {
+            let mut pool: Vec<&RunSummary> = runs
+                .iter()
+                .copied()
+                .filter(|s| !s.invalid && s.state == super::RunState::Stable)
+                .collect();
+            if pool.is_empty() {
+                pool = runs;
+            }
+            pool.sort_by(|a, b| a.output_tokens_per_s.total_cmp(&b.output_tokens_per_s));
+            pool.get((pool.len() - 1) / 2).map(|s| (*s).clone())
+        })
+        .collect()
+}
+
+/// One summary per open rate: with repetitions, the first repetition's,
+/// judged by all of them — per SLO a failure if any repetition failed, a
+/// pass only if every one passed, else inconclusive (with the reasons of a
+/// repetition that gave that verdict).
+fn combined_per_rate(open: &[RunSummary]) -> Vec<RunSummary> {
+    let mut rates: Vec<(f64, Vec<&RunSummary>)> = Vec::new();
+    for run in open {
+        let rate = run.rate_rps.unwrap_or(0.0);
+        match rates.iter_mut().find(|(r, _)| *r == rate) {
+            Some((_, runs)) => runs.push(run),
+            None => rates.push((rate, vec![run])),
+        }
+    }
+    rates
+        .into_iter()
+        .filter_map(|(_, runs)| {
+            let mut first = (*runs.iter().min_by_key(|s| s.repetition)?).clone();
+            for verdict in &mut first.verdicts {
+                let all: Vec<&super::SloVerdict> = runs
+                    .iter()
+                    .filter_map(|s| s.verdict(&verdict.slo))
+                    .collect();
+                let combined = super::Verdict::all(all.iter().map(|v| v.verdict));
+                if let Some(example) = all.iter().find(|v| v.verdict == combined) {
+                    *verdict = (*example).clone();
+                }
+            }
+            Some(first)
+        })
+        .collect()
+}
+
+fn level_spread(closed: &[RunSummary]) -> Vec<LevelSpread> {
+    let mut levels: BTreeMap<u32, Vec<&RunSummary>> = BTreeMap::new();
+    for run in closed {
+        levels
+            .entry(run.concurrency.unwrap_or(0))
+            .or_default()
+            .push(run);
+    }
+    let spread = |mut v: Vec<f64>| -> [f64; 3] {
+        v.sort_by(f64::total_cmp);
+        match (v.first(), v.last()) {
+            (Some(&lo), Some(&hi)) => [lo, v[(v.len() - 1) / 2], hi],
+            _ => [0.0; 3],
+        }
+    };
+    levels
+        .into_iter()
+        .map(|(concurrency, runs)| LevelSpread {
+            concurrency,
+            runs: runs.len() as u32,
+            output_tokens_per_s: spread(runs.iter().map(|s| s.output_tokens_per_s).collect()),
+            requests_per_s: spread(runs.iter().map(|s| s.requests_per_s).collect()),
+            ttft_p50_ms: spread(runs.iter().map(|s| s.ttft_ms.p50).collect()),
+        })
+        .collect()
 }
 
 /// The `results.json` model. `status` is `"complete"`, `"interrupted"` or
@@ -482,6 +620,7 @@ mod tests {
                 warmup: Duration::from_secs(10),
                 crossp: CrossPSpec::default(),
                 knee: KneeSpec::default(),
+                repeat: 1,
             }),
             open: Some(OpenSpec {
                 arrival: Arrival::Poisson,
@@ -495,6 +634,7 @@ mod tests {
                 trace: None,
                 confidence: crate::config::Fraction(0.95),
                 budget: None,
+                repeat: 1,
             }),
             sizing: Some(SizingSpec {
                 targets: vec![

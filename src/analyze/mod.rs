@@ -36,6 +36,23 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// Which repetition of its level or rate a run is (1-based; 1 by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Repetition(pub u32);
+
+impl Default for Repetition {
+    fn default() -> Self {
+        Repetition(1)
+    }
+}
+
+impl Repetition {
+    fn is_first(&self) -> bool {
+        self.0 <= 1
+    }
+}
+
 /// What one run measured (one entry of `closed[]` or `open[]` in results.json).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -44,6 +61,9 @@ pub struct RunSummary {
     /// Closed loop: the fixed concurrency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
+    /// `repeat N`: which repetition of its level or rate this run is.
+    #[serde(default, skip_serializing_if = "Repetition::is_first")]
+    pub repetition: Repetition,
     /// Open loop: the scheduled mean arrival rate (tasks/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_rps: Option<f64>,
@@ -233,6 +253,35 @@ pub struct CrOpen {
     pub failed_clauses: Vec<String>,
 }
 
+/// `repeat N`: how the capacity numbers spread over the repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatSpread {
+    pub repetitions: u32,
+    /// Per closed level: `[min, median, max]` over its repetitions.
+    pub levels: Vec<LevelSpread>,
+    /// CrossP's concurrency from each repetition's sweep alone.
+    pub crossp: Vec<Option<u32>>,
+    /// Cr_closed's range from each repetition's sweep alone.
+    pub cr_closed: Vec<Option<[u32; 2]>>,
+    /// Per SLO, Cr_open from each repetition's rates alone.
+    pub cr_open: Vec<SloSpread>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelSpread {
+    pub concurrency: u32,
+    pub runs: u32,
+    pub output_tokens_per_s: [f64; 3],
+    pub requests_per_s: [f64; 3],
+    pub ttft_p50_ms: [f64; 3],
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloSpread {
+    pub slo: String,
+    pub rps: Vec<Option<f64>>,
+}
+
 /// One row of the sizing table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizingRow {
@@ -293,6 +342,12 @@ pub struct Card {
     pub open: Vec<RunSummary>,
     pub cr_open: Vec<CrOpen>,
     pub sizing: Vec<SizingRow>,
+    /// `repeat N` with N > 1: the spread over repetitions. The headline
+    /// numbers come from each level's median run (by output tok/s) and,
+    /// per rate, from the repetitions' combined verdict (a pass only if
+    /// every repetition passed, a failure if any failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatSpread>,
     /// What is missing or questionable, in plain language.
     pub notes: Vec<String>,
     /// Telemetry gaps and server/client disagreements, in plain language.

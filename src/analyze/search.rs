@@ -302,6 +302,25 @@ impl Search {
     }
 }
 
+/// One verdict per SLO from the repetitions of a rate (`repeat N`): a
+/// failure if any repetition failed, a pass only if every one passed.
+pub fn combine_repetitions(runs: &[BTreeMap<String, Verdict>]) -> BTreeMap<String, Verdict> {
+    let mut combined: BTreeMap<String, Verdict> = BTreeMap::new();
+    for run in runs {
+        for (slo, &v) in run {
+            let entry = combined.entry(slo.clone()).or_insert(Verdict::Pass);
+            *entry = Verdict::all([*entry, v]);
+        }
+    }
+    // An SLO some repetition did not judge cannot pass.
+    for (slo, v) in &mut combined {
+        if runs.iter().any(|r| !r.contains_key(slo)) {
+            *v = Verdict::all([*v, Verdict::Inconclusive]);
+        }
+    }
+    combined
+}
+
 /// Should the run just made be extended before it is recorded? Yes when an
 /// SLO in `wanted` (those the search or grid still needs) was inconclusive
 /// on it. A failure — conclusive, or an overloaded or invalid run — is never
@@ -979,6 +998,22 @@ mod tests {
                 .unwrap()
                 .starts_with("no rate passed conclusively: 2 rps failed")
         );
+    }
+
+    #[test]
+    fn repetitions_pass_only_together() {
+        let one =
+            |a: Verdict, b: Verdict| BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        let got = combine_repetitions(&[
+            one(Verdict::Pass, Verdict::Pass),
+            one(Verdict::Inconclusive, Verdict::Fail),
+            one(Verdict::Pass, Verdict::Pass),
+        ]);
+        assert_eq!(got["a"], Verdict::Inconclusive);
+        assert_eq!(got["b"], Verdict::Fail);
+        // A repetition that did not judge an SLO keeps it from passing.
+        let got = combine_repetitions(&[one(Verdict::Pass, Verdict::Pass), BTreeMap::new()]);
+        assert_eq!(got["a"], Verdict::Inconclusive);
     }
 
     #[test]

@@ -429,6 +429,7 @@ impl<'a> RunAccumulator<'a> {
             .then(|| tasks as f64 / (tasks + tasks_failed) as f64);
         let mut summary = RunSummary {
             run_id: ends.header.map(|h| h.run.id.clone()).unwrap_or_default(),
+            repetition: super::Repetition(ends.header.map_or(1, |h| h.run.repetition)),
             mode,
             concurrency,
             rate_rps,
@@ -805,6 +806,7 @@ pub(crate) mod tests {
                 warmup: Duration::from_millis(measure_from_ms as u64),
                 stop: StopRule::Duration(Duration::from_secs(10)),
                 seed: 1,
+                repetition: 1,
             },
             started_at: "2026-01-01T00:00:00Z".into(),
             model: "m".into(),

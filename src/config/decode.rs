@@ -66,6 +66,7 @@ const CLOSED_CHILDREN: &[&str] = &[
     "warmup",
     "crossp",
     "knee",
+    "repeat",
 ];
 const OPEN_CHILDREN: &[&str] = &[
     "arrival",
@@ -76,6 +77,7 @@ const OPEN_CHILDREN: &[&str] = &[
     "warmup",
     "confidence",
     "budget",
+    "repeat",
 ];
 const SAMPLES: &[&str] = &["shuffle", "sequential"];
 const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
@@ -2161,6 +2163,7 @@ impl Decoder {
         let mut warmup = Duration::ZERO;
         let mut crossp = CrossPSpec::default();
         let mut knee = KneeSpec::default();
+        let mut repeat = 1;
         let mut ok = true;
         for child in children(node) {
             let child_name = child.name().value();
@@ -2180,6 +2183,7 @@ impl Decoder {
                 "warmup" => self.warmup(child).map(|w| warmup = w),
                 "crossp" => self.crossp(child).map(|c| crossp = c),
                 "knee" => self.knee(child).map(|k| knee = k),
+                "repeat" => self.repeat(child).map(|r| repeat = r),
                 _ => {
                     self.unknown_node(child, Some(node), CLOSED_CHILDREN);
                     None
@@ -2212,7 +2216,27 @@ impl Decoder {
             warmup,
             crossp,
             knee,
+            repeat,
         })
+    }
+
+    /// `repeat 3`: run each level or rate this many times (1 to 100).
+    fn repeat(&mut self, node: &KdlNode) -> Option<u32> {
+        let usage = "repeat 3";
+        let entry = self.single(node, usage)?;
+        let n = self.whole(entry, "repeat", usage, 100)?;
+        if n == 0 {
+            self.error(
+                value_span(entry),
+                "zero repetitions",
+                "`repeat` must be at least 1, found 0",
+                Some(
+                    "1 runs each level or rate once (the default); 3 shows the spread".to_string(),
+                ),
+            );
+            return None;
+        }
+        Some(n as u32)
     }
 
     fn levels(&mut self, node: &KdlNode) -> Option<Vec<u32>> {
@@ -2303,6 +2327,7 @@ impl Decoder {
         let mut warmup = Duration::ZERO;
         let mut confidence = Fraction(crate::analyze::interval::DEFAULT_CONFIDENCE);
         let mut budget = None;
+        let mut repeat = 1;
         let mut ok = true;
         for child in children(node) {
             let child_name = child.name().value();
@@ -2337,6 +2362,7 @@ impl Decoder {
                 }
                 "warmup" => self.warmup(child).map(|w| warmup = w),
                 "confidence" => self.confidence(child).map(|c| confidence = c),
+                "repeat" => self.repeat(child).map(|r| repeat = r),
                 "budget" => self
                     .single(child, "budget \"20m\"")
                     .and_then(|e| self.duration(e, "budget"))
@@ -2399,6 +2425,7 @@ impl Decoder {
             trace,
             confidence,
             budget,
+            repeat,
         })
     }
 

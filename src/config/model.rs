@@ -454,6 +454,17 @@ pub struct ClosedSpec {
     pub crossp: CrossPSpec,
     /// `knee fraction=0.9 upper=0.97` (defaults 0.9 and 0.97).
     pub knee: KneeSpec,
+    /// `repeat 3`: each level is run this many times (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// When a measured run ends (after warmup).
@@ -525,6 +536,9 @@ pub struct OpenSpec {
         with = "opt_duration_secs"
     )]
     pub budget: Option<Duration>,
+    /// `repeat 3`: each rate is run this many times (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeat: u32,
 }
 
 fn default_confidence() -> Fraction {

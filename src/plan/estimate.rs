@@ -156,6 +156,7 @@ mod tests {
             warmup: Duration::from_secs(10),
             stop,
             seed: 1,
+            repetition: 1,
         }
     }
 

@@ -122,6 +122,44 @@ pub struct RunPlan {
     /// Seed of this run's request stream (depends on experiment seed and
     /// workload, not on the target, so every target sees the same requests).
     pub seed: u64,
+    /// `repeat N`: which repetition of its level or rate this is (1-based).
+    #[serde(default = "first_repetition", skip_serializing_if = "is_first")]
+    pub repetition: u32,
+}
+
+fn first_repetition() -> u32 {
+    1
+}
+
+fn is_first(r: &u32) -> bool {
+    *r == 1
+}
+
+impl RunPlan {
+    /// Repetition `r` (1-based) of this run: the first is the run itself;
+    /// a later one has its own id (`<id>--rep2`) and its own request stream
+    /// (the seed mixed with `r`), so a server's prefix cache never serves a
+    /// repetition from the one before.
+    pub fn repetition_of(&self, r: u32) -> RunPlan {
+        if r <= 1 {
+            return self.clone();
+        }
+        RunPlan {
+            id: format!("{}--rep{r}", self.id),
+            seed: mix(self.seed, u64::from(r)),
+            repetition: r,
+            ..self.clone()
+        }
+    }
+}
+
+/// Every repetition of `runs`, repetition by repetition (the whole sweep or
+/// grid once, then again), so drift over time shows as spread rather than
+/// as a difference between levels.
+fn repeated(runs: Vec<RunPlan>, times: u32) -> Vec<RunPlan> {
+    (1..=times.max(1))
+        .flat_map(|r| runs.iter().map(move |run| run.repetition_of(r)))
+        .collect()
 }
 
 /// Expand an experiment into its plan.
@@ -264,6 +302,7 @@ fn card_plan(
         warmup,
         stop,
         seed: run_seed(experiment.seed, &workload.name, &load),
+        repetition: 1,
     };
 
     let closed: Vec<RunPlan> = experiment.closed.as_ref().map_or_else(Vec::new, |spec| {
@@ -279,6 +318,7 @@ fn card_plan(
             })
             .collect()
     });
+    let closed = repeated(closed, experiment.closed.as_ref().map_or(1, |c| c.repeat));
     let mut estimated_wall_time_s: f64 = closed.iter().map(|r| estimate::run_s(r, profile)).sum();
 
     let slos: Vec<String> = match &experiment.open {
@@ -301,7 +341,10 @@ fn card_plan(
             };
             match &spec.rates {
                 RateSelection::Grid { rates } => {
-                    let runs: Vec<RunPlan> = rates.iter().map(|&rate| open_run(rate)).collect();
+                    let runs: Vec<RunPlan> = repeated(
+                        rates.iter().map(|&rate| open_run(rate)).collect(),
+                        spec.repeat,
+                    );
                     estimated_wall_time_s += runs
                         .iter()
                         .map(|r| estimate::run_s(r, profile))
@@ -315,8 +358,9 @@ fn card_plan(
                 } => {
                     let max_runs = search_max_runs(*min, *max, *precision, slos.len());
                     let typical = open_run(RatePerS((min.0 * max.0).sqrt()));
-                    estimated_wall_time_s +=
-                        f64::from(max_runs) * estimate::run_s(&typical, profile);
+                    estimated_wall_time_s += f64::from(max_runs)
+                        * f64::from(spec.repeat.max(1))
+                        * estimate::run_s(&typical, profile);
                     OpenPlan::Search {
                         arrival: spec.arrival,
                         min: *min,
@@ -371,6 +415,7 @@ mod trace_stop_tests {
             }),
             confidence: crate::config::Fraction(0.95),
             budget: None,
+            repeat: 1,
         };
         let mean = trace.mean_rate_per_s();
         // Speedup 1: 10 s of trace, 2 of them warmup.
@@ -507,6 +552,7 @@ mod tests {
                 warmup: Duration::from_secs(10),
                 crossp: CrossPSpec::default(),
                 knee: KneeSpec::default(),
+                repeat: 1,
             }),
             open: Some(OpenSpec {
                 arrival: Arrival::Poisson,
@@ -520,6 +566,7 @@ mod tests {
                 trace: None,
                 confidence: crate::config::Fraction(0.95),
                 budget: None,
+                repeat: 1,
             }),
             sizing: None,
             base_dir: None,

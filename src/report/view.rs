@@ -497,6 +497,9 @@ fn sweep_rows(card: &Card) -> Vec<SweepRow> {
             if r.state != crate::analyze::RunState::Stable {
                 marks.push(format!("{} (not used)", r.state.as_str()));
             }
+            if r.repetition.0 > 1 {
+                marks.push(format!("rep {}", r.repetition.0));
+            }
             SweepRow {
                 run_id: r.run_id.clone(),
                 concurrency: r.concurrency,
@@ -568,6 +571,9 @@ fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
             }
             if r.incomplete {
                 marks.push("incomplete".to_string());
+            }
+            if r.repetition.0 > 1 {
+                marks.push(format!("rep {}", r.repetition.0));
             }
             SearchRow {
                 run_id: r.run_id.clone(),
@@ -1225,6 +1231,7 @@ mod tests {
             open: vec![],
             cr_open: vec![],
             sizing: vec![],
+            repeat: None,
             notes: vec![],
             telemetry_notes: vec![],
             limits: BTreeMap::new(),

@@ -130,6 +130,7 @@ fn closed(concurrency: u32, warmup_ms: u64, stop: StopRule) -> RunPlan {
         warmup: Duration::from_millis(warmup_ms),
         stop,
         seed: 7,
+        repetition: 1,
     }
 }
 
@@ -146,6 +147,7 @@ fn open(rate: f64, warmup_ms: u64, stop: StopRule) -> RunPlan {
         warmup: Duration::from_millis(warmup_ms),
         stop,
         seed: 7,
+        repetition: 1,
     }
 }
 

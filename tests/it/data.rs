@@ -341,6 +341,7 @@ async fn replay_on_sim(trace: Trace) -> String {
         warmup: Duration::ZERO,
         stop: StopRule::Duration(Duration::from_secs(30)),
         seed: 9,
+        repetition: 1,
     };
     let workload = config::Workload {
         name: "w".into(),

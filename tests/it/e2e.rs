@@ -304,3 +304,113 @@ closed { concurrency 4; requests 24 }
         );
     }
 }
+
+/// `repeat 2` on a short sweep and a two-rate grid whose low rate is too
+/// short for a conclusive p90 on its own.
+const REPEATED: &str = r#"
+experiment "e2e-repeat" {
+    seed 5
+}
+target "tiny-sim" {
+    sim tiny
+}
+workload "w" {
+    input-tokens fixed 64
+    output-tokens fixed 16
+}
+slo "s" {
+    ttft p90="2s"
+}
+closed {
+    concurrency 1 4
+    duration "1s"
+    warmup "200ms"
+    repeat 2
+}
+open {
+    arrival poisson
+    rates 4 40
+    duration "1s"
+    warmup "200ms"
+    repeat 2
+    budget "20s"
+}
+"#;
+
+#[test]
+fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("repeat.kdl");
+    std::fs::write(&file, REPEATED).unwrap();
+    let out = tmp.path().join("results");
+    let output = capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let runs = out.join("runs");
+    for id in [
+        "c0001",
+        "c0001--rep2",
+        "c0004--rep2",
+        "r4.000",
+        "r4.000--rep2",
+        "r40.000--rep2",
+    ] {
+        assert!(
+            runs.join(format!("tiny-sim--w--{id}.jsonl")).is_file(),
+            "{id} missing"
+        );
+    }
+    let report = read_report(&out);
+    let card = &report.cards[0];
+    assert_eq!(card.closed.len(), 4, "both repetitions of both levels");
+    assert_eq!(
+        card.closed.iter().filter(|r| r.repetition.0 == 2).count(),
+        2
+    );
+    let spread = card.repeat.as_ref().expect("the spread over repetitions");
+    assert_eq!(spread.repetitions, 2);
+    assert_eq!(spread.levels.len(), 2);
+    assert!(spread.levels.iter().all(|l| l.runs == 2));
+    let [lo, mid, hi] = spread.levels[1].output_tokens_per_s;
+    assert!(lo <= mid && mid <= hi && lo > 0.0);
+    assert_eq!(spread.cr_open[0].rps.len(), 2);
+    // 4 rps × 1 s holds about 4 calls: never enough for a p90 upper bound.
+    // The grid extends it (within the budget, as a run of its own) and a
+    // rate still inconclusive is reported as such, never as a failure.
+    assert!(
+        runs.join("tiny-sim--w--r4.000--ext.jsonl").is_file(),
+        "the short rate was extended"
+    );
+    let low = card
+        .open
+        .iter()
+        .find(|r| r.rate_rps == Some(4.0) && r.repetition.0 == 1)
+        .unwrap();
+    assert_ne!(
+        low.verdicts[0].verdict,
+        capcard::analyze::Verdict::Fail,
+        "{:?}",
+        low.verdicts[0]
+    );
+    let card_md = std::fs::read_to_string(out.join("tiny-sim--w.md")).unwrap();
+    assert!(
+        card_md.contains("## Repeatability (2 repetitions)"),
+        "{card_md}"
+    );
+
+    // `report` regenerates the same results from the journals.
+    let before = std::fs::read_to_string(out.join("results.json")).unwrap();
+    capcard().arg("report").arg(&out).assert().success();
+    assert_eq!(
+        before,
+        std::fs::read_to_string(out.join("results.json")).unwrap()
+    );
+}
