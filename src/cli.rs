@@ -84,7 +84,8 @@ pub enum Command {
         /// Write the comparison (markdown) to this file instead of stdout.
         #[arg(long, short)]
         out: Option<PathBuf>,
-        /// Exit 3 when Cr_open (any SLO) or Cr_closed dropped by more than PCT percent.
+        /// Exit 3 when a Cr_open range (any SLO) lies wholly more than PCT percent below
+        /// the baseline's, or Cr_closed dropped by more than PCT percent.
         #[arg(long, value_name = "PCT")]
         fail_on_regression: Option<f64>,
     },

@@ -5,10 +5,13 @@
 //!
 //! Why this shape: results.json keeps distributions as percentiles, not raw
 //! samples, so noise is estimated from what is stored (see [`NOISE_RULE`]).
-//! Capacity quantities come from a grid of tested levels/rates; their noise
-//! is the grid, so Cr_open changes count as beyond noise only when the two
-//! pass/fail brackets do not overlap. The regression verdict uses the user's
-//! threshold alone, so a CI gate does what it says.
+//! Cr_open is stored as a range, [highest rate that passed, lowest that
+//! failed]: the true capacity lies somewhere inside, so a change counts only
+//! when the two ranges are apart, and a regression only when B's whole range
+//! lies below A's by more than the threshold (see [`compare_ranges`]).
+//! Overlapping ranges are within noise whatever their points say. Cr_closed
+//! throughput uses the threshold on its point change, so a CI gate does what
+//! it says.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,7 +29,7 @@ pub const NOISE_FLOOR: f64 = 0.05;
 pub const RATE_MATCH: f64 = 0.05;
 
 /// How "beyond noise" is decided, printed with every diff.
-pub const NOISE_RULE: &str = "A change is beyond noise when it exceeds both 5% and twice the combined standard error of the two runs' estimates. Throughput: relative SE 1/√n over n completed calls (counting noise). A percentile q from n samples: SE ≈ √(q(1−q)/n) × the local spread of the distribution, estimated from the stored percentiles (p50: (p90−p50)/0.4; p99: (p99−p95)/0.04). Cr_open: beyond noise when the pass/fail brackets [Cr_open, first failing rate) of the two results do not overlap.";
+pub const NOISE_RULE: &str = "A change is beyond noise when it exceeds both 5% and twice the combined standard error of the two runs' estimates. Throughput: relative SE 1/√n over n completed calls (counting noise). A percentile q from n samples: SE ≈ √(q(1−q)/n) × the local spread of the distribution, estimated from the stored percentiles (p50: (p90−p50)/0.4; p99: (p99−p95)/0.04). Cr_open: each result gives a range [highest rate that passed, lowest that failed] (no pass: from 0; no failure: unbounded above); B is worse only when its whole range lies below A's by more than the threshold (B's upper end < A's lower end × (1 − pct/100)), better when above by more (B's lower end > A's upper end × (1 + pct/100)), with 0% when no threshold is given; overlapping ranges are within noise.";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
@@ -64,15 +67,39 @@ pub struct LevelDiff {
     pub metrics: Vec<MetricChange>,
 }
 
+/// How two Cr_open ranges compare (see [`compare_ranges`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RangeVerdict {
+    /// B's whole range lies below A's by more than the threshold.
+    Regression,
+    /// B's whole range lies above A's by more than the threshold.
+    Improvement,
+    /// The ranges overlap, or are apart by no more than the threshold.
+    WithinNoise,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CrOpenChange {
     pub slo: String,
+    /// The points (`rps`, the range's lower end) of A and B.
     pub a: Option<f64>,
     pub b: Option<f64>,
+    /// `[highest pass, lowest failure]` of each side (see [`cr_open_range`]);
+    /// `None` when that result has no Cr_open for this SLO.
+    pub range_a: Option<[Option<f64>; 2]>,
+    pub range_b: Option<[Option<f64>; 2]>,
     pub a_at_least: bool,
     pub b_at_least: bool,
+    /// Between the points, in percent.
     pub change_pct: Option<f64>,
+    /// The ranges compared with the threshold (0% without one); `None` when
+    /// one side has no Cr_open for this SLO.
+    pub verdict: Option<RangeVerdict>,
+    /// `verdict` is a regression or an improvement.
     pub beyond_noise: bool,
+    /// With a threshold: `verdict` is a regression, or A measured this SLO
+    /// and B has no Cr_open for it at all.
     pub regression: bool,
 }
 
@@ -87,6 +114,8 @@ pub struct CardDiff {
     pub cr_closed_range_b: Option<[u32; 2]>,
     /// Output tok/s at the upper end of Cr_closed.
     pub cr_closed_tokens_per_s: MetricChange,
+    /// The unit of A's open-loop rates: `"req/s"`, `"conversations/s"`, `"tasks/s"`.
+    pub open_unit: String,
     pub cr_open: Vec<CrOpenChange>,
     pub closed: Vec<LevelDiff>,
     pub open: Vec<LevelDiff>,
@@ -103,8 +132,9 @@ pub struct DiffReport {
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
     pub fail_on_regression_pct: Option<f64>,
-    /// Some card's Cr_open (any SLO) or Cr_closed upper-end tok/s dropped by
-    /// more than `fail_on_regression_pct`; always `false` without a threshold.
+    /// Some card's Cr_open range (any SLO) lies wholly below A's by more than
+    /// `fail_on_regression_pct`, or its Cr_closed upper-end tok/s dropped by
+    /// more than that; always `false` without a threshold.
     pub regression: bool,
     pub noise_rule: String,
 }
@@ -257,15 +287,43 @@ fn open_rates(a: &Card, b: &Card) -> Vec<LevelDiff> {
     rates
 }
 
-/// `[rps, failed_at)`: where the true Cr_open lies given the grid tested.
-fn bracket(cr: &CrOpen) -> Option<(f64, f64)> {
-    let low = cr.rps?;
-    let high = if cr.at_least {
-        f64::INFINITY
+/// `[highest conclusive pass, lowest conclusive failure]` of a Cr_open.
+/// Results written before `range` existed read it as `[null, null]`; they
+/// fall back to `[rps, failed_at_rps]`, which is what they meant.
+pub fn cr_open_range(cr: &CrOpen) -> [Option<f64>; 2] {
+    if cr.range == [None, None] {
+        [cr.rps, cr.failed_at_rps]
     } else {
-        cr.failed_at_rps.unwrap_or(low)
-    };
-    Some((low, high.max(low)))
+        cr.range
+    }
+}
+
+/// A range's ends as numbers: no pass starts at 0, no failure never ends.
+fn ends(range: [Option<f64>; 2]) -> (f64, f64) {
+    (range[0].unwrap_or(0.0), range[1].unwrap_or(f64::INFINITY))
+}
+
+/// Compares candidate B's Cr_open range with baseline A's: a regression
+/// only when B's upper end is below A's lower end × (1 − pct/100) (B's
+/// whole range lies below A's by more than `pct`), an improvement only when
+/// B's lower end is above A's upper end × (1 + pct/100); anything else,
+/// overlap included, is within noise.
+pub fn compare_ranges(a: [Option<f64>; 2], b: [Option<f64>; 2], pct: f64) -> RangeVerdict {
+    let ((a_lo, a_hi), (b_lo, b_hi)) = (ends(a), ends(b));
+    let p = pct / 100.0;
+    if b_hi < a_lo * (1.0 - p) {
+        RangeVerdict::Regression
+    } else if b_lo > a_hi * (1.0 + p) {
+        RangeVerdict::Improvement
+    } else {
+        RangeVerdict::WithinNoise
+    }
+}
+
+/// The two ranges share at least one rate (ends included).
+fn ranges_overlap(a: [Option<f64>; 2], b: [Option<f64>; 2]) -> bool {
+    let ((a_lo, a_hi), (b_lo, b_hi)) = (ends(a), ends(b));
+    b_lo <= a_hi && a_lo <= b_hi
 }
 
 fn dropped_beyond(a: Option<f64>, b: Option<f64>, pct: Option<f64>) -> bool {
@@ -289,21 +347,30 @@ fn cr_open_changes(a: &Card, b: &Card, pct: Option<f64>) -> Vec<CrOpenChange> {
             let ca = a.cr_open.iter().find(|c| c.slo == slo);
             let cb = b.cr_open.iter().find(|c| c.slo == slo);
             let (va, vb) = (ca.and_then(|c| c.rps), cb.and_then(|c| c.rps));
-            let beyond_noise = match (ca.and_then(bracket), cb.and_then(bracket)) {
-                (Some((la, ha)), Some((lb, hb))) => hb <= la || ha <= lb,
-                (Some(_), None) | (None, Some(_)) => ca.is_some() && cb.is_some(),
-                (None, None) => false,
+            let (range_a, range_b) = (ca.map(cr_open_range), cb.map(cr_open_range));
+            let verdict = match (range_a, range_b) {
+                (Some(ra), Some(rb)) => Some(compare_ranges(ra, rb, pct.unwrap_or(0.0))),
+                _ => None,
             };
+            let regression = pct.is_some()
+                && match (range_a, range_b) {
+                    // An SLO B has no Cr_open for at all is a regression when
+                    // A passed some rate of it: B promised nothing.
+                    (Some(ra), None) => ra[0].is_some_and(|lo| lo > 0.0),
+                    _ => verdict == Some(RangeVerdict::Regression),
+                };
             CrOpenChange {
                 slo: slo.to_string(),
                 a: va,
                 b: vb,
+                range_a,
+                range_b,
                 a_at_least: ca.is_some_and(|c| c.at_least),
                 b_at_least: cb.is_some_and(|c| c.at_least),
                 change_pct: change_pct(va, vb),
-                beyond_noise,
-                // An SLO only A measured is a regression too: B promised nothing.
-                regression: ca.is_some() && dropped_beyond(va, vb, pct),
+                verdict,
+                beyond_noise: verdict.is_some_and(|v| v != RangeVerdict::WithinNoise),
+                regression,
             }
         })
         .collect()
@@ -319,8 +386,31 @@ fn upper_end_tokens(card: &Card) -> Option<Estimate> {
     Some(throughput(k.output_tokens_per_s[1], completed))
 }
 
+fn open_unit(card: &Card) -> &'static str {
+    use crate::config::ArrivalUnit;
+    match card.workload_profile.unit() {
+        ArrivalUnit::Request => "req/s",
+        ArrivalUnit::Conversation => "conversations/s",
+        ArrivalUnit::AgentTask => "tasks/s",
+    }
+}
+
+/// A Cr_open range as written in the diff: `4.00–4.40`, `≥ 8.00` (no rate
+/// failed), `< 0.50` (none passed).
+fn fmt_range(range: Option<[Option<f64>; 2]>) -> String {
+    match range {
+        None => "not measured".to_string(),
+        Some([Some(lo), Some(hi)]) if lo == hi => rps(lo),
+        Some([Some(lo), Some(hi)]) => format!("{}–{}", rps(lo), rps(hi)),
+        Some([Some(lo), None]) => format!("≥ {}", rps(lo)),
+        Some([None, Some(hi)]) => format!("< {}", rps(hi)),
+        Some([None, None]) => "not reached".to_string(),
+    }
+}
+
 fn card_diff(a: &Card, b: &Card, pct: Option<f64>) -> CardDiff {
     let cr_open = cr_open_changes(a, b, pct);
+    let unit = open_unit(a);
     let tokens = compare(
         "out tok/s at Cr_closed upper end",
         true,
@@ -336,9 +426,14 @@ fn card_diff(a: &Card, b: &Card, pct: Option<f64>) -> CardDiff {
             });
         }
         for c in cr_open.iter().filter(|c| c.regression) {
-            regressions.push(match c.change_pct {
-                Some(ch) => format!("Cr_open `{}` {} (threshold −{p}%)", c.slo, delta_pct(ch)),
-                None => format!("Cr_open `{}` not reached in B", c.slo),
+            regressions.push(match c.range_b {
+                Some(_) => format!(
+                    "Cr_open `{}` {} → {} {unit}: B's whole range is more than {p}% below A's",
+                    c.slo,
+                    fmt_range(c.range_a),
+                    fmt_range(c.range_b)
+                ),
+                None => format!("Cr_open `{}` not measured in B", c.slo),
             });
         }
     }
@@ -350,6 +445,7 @@ fn card_diff(a: &Card, b: &Card, pct: Option<f64>) -> CardDiff {
         cr_closed_range_a: a.cr_closed.as_ref().map(|k| k.range),
         cr_closed_range_b: b.cr_closed.as_ref().map(|k| k.range),
         cr_closed_tokens_per_s: tokens,
+        open_unit: unit.to_string(),
         cr_open,
         closed: closed_levels(a, b),
         open: open_rates(a, b),
@@ -499,10 +595,12 @@ pub fn render_diff(report: &DiffReport) -> String {
     );
     let verdict = match (report.fail_on_regression_pct, report.regression) {
         (None, _) => "No regression threshold given.".to_string(),
-        (Some(p), false) => format!("**No regression** beyond {p}% in Cr_open or Cr_closed."),
-        (Some(p), true) => {
-            format!("**Regression**: Cr_open or Cr_closed dropped by more than {p}%.")
-        }
+        (Some(p), false) => format!(
+            "**No regression** beyond {p}%: no Cr_open range lies more than {p}% below A's, and Cr_closed did not drop by more than {p}%."
+        ),
+        (Some(p), true) => format!(
+            "**Regression**: a Cr_open range lies more than {p}% below A's, or Cr_closed dropped by more than {p}%."
+        ),
     };
     let _ = writeln!(out, "{verdict}\n");
     for card in &report.cards {
@@ -546,20 +644,27 @@ pub fn render_diff(report: &DiffReport) -> String {
                 "no"
             }
         );
+        let pct = report.fail_on_regression_pct.unwrap_or(0.0);
         for c in &card.cr_open {
-            let side = |v: Option<f64>, at_least: bool| match v {
-                None => "not reached".to_string(),
-                Some(v) if at_least => format!("≥ {}", rps(v)),
-                Some(v) => rps(v),
+            let noise = match (c.verdict, c.range_a, c.range_b) {
+                (Some(RangeVerdict::Regression), ..) => "yes, **worse**".to_string(),
+                (Some(RangeVerdict::Improvement), ..) => "yes, **better**".to_string(),
+                (Some(RangeVerdict::WithinNoise), Some(ra), Some(rb)) if ranges_overlap(ra, rb) => {
+                    "no: ranges overlap".to_string()
+                }
+                (Some(RangeVerdict::WithinNoise), ..) => {
+                    format!("no: apart by {pct}% or less")
+                }
+                (None, ..) => "—".to_string(),
             };
             let _ = writeln!(
                 out,
-                "| Cr_open `{}` (open loop, /s) | {} | {} | {} | {} |",
+                "| Cr_open `{}` (open loop, {}) | {} | {} | {} | {noise} |",
                 c.slo,
-                side(c.a, c.a_at_least),
-                side(c.b, c.b_at_least),
+                card.open_unit,
+                fmt_range(c.range_a),
+                fmt_range(c.range_b),
                 opt(c.change_pct, delta_pct),
-                if c.beyond_noise { "yes" } else { "no" }
             );
         }
         out.push('\n');
@@ -633,26 +738,142 @@ mod tests {
         assert!(percentile(&stats(0, 0.0, 0.0, 0.0, 0.0), 0.5).is_none());
     }
 
-    #[test]
-    fn cr_open_brackets_decide_noise() {
-        let cr = |rps: f64, failed: Option<f64>| CrOpen {
+    fn cr(range: [Option<f64>; 2]) -> CrOpen {
+        CrOpen {
             slo: "s".into(),
-            rps: Some(rps),
-            range: [Some(rps), failed],
-            failed_at_rps: failed,
-            at_least: false,
+            rps: range[0],
+            range,
+            failed_at_rps: range[1],
+            at_least: range[0].is_some() && range[1].is_none(),
             inconclusive_rps: vec![],
             precision_reached: None,
             note: None,
             run_id: None,
             failed_run_id: None,
             failed_clauses: vec![],
-        };
-        let (a, b) = (
-            bracket(&cr(10.0, Some(12.0))).unwrap(),
-            bracket(&cr(11.0, Some(13.0))).unwrap(),
+        }
+    }
+
+    #[test]
+    fn overlapping_ranges_are_within_noise() {
+        use RangeVerdict::*;
+        let a = [Some(4.0), Some(4.4)];
+        // B's point is 10% lower, but its range reaches into A's.
+        assert_eq!(compare_ranges(a, [Some(3.6), Some(4.2)], 5.0), WithinNoise);
+        assert_eq!(compare_ranges(a, [Some(3.6), Some(4.2)], 0.0), WithinNoise);
+        // Sharing an end (B failed where A passed) is not apart by more than 0%.
+        assert_eq!(compare_ranges(a, [Some(3.6), Some(4.0)], 0.0), WithinNoise);
+        assert_eq!(compare_ranges(a, [Some(4.4), Some(4.8)], 0.0), WithinNoise);
+        assert!(ranges_overlap(a, [Some(4.4), Some(4.8)]));
+        assert!(!ranges_overlap(a, [Some(3.1), Some(3.4)]));
+    }
+
+    #[test]
+    fn ranges_apart_by_more_than_the_threshold_are_a_change() {
+        use RangeVerdict::*;
+        let a = [Some(4.0), Some(4.4)];
+        // 3.4 < 4.0 × 0.9 = 3.6.
+        assert_eq!(compare_ranges(a, [Some(3.1), Some(3.4)], 10.0), Regression);
+        // 3.4 is 15% below 4.0: apart, but by less than 20%.
+        assert_eq!(compare_ranges(a, [Some(3.1), Some(3.4)], 20.0), WithinNoise);
+        assert_eq!(compare_ranges(a, [Some(3.1), Some(3.4)], 0.0), Regression);
+        // Improvements mirror it: 5.0 > 4.4 × 1.1 = 4.84, but not > 4.4 × 1.2.
+        assert_eq!(compare_ranges(a, [Some(5.0), Some(5.5)], 10.0), Improvement);
+        assert_eq!(compare_ranges(a, [Some(5.0), Some(5.5)], 20.0), WithinNoise);
+    }
+
+    #[test]
+    fn null_ends_are_zero_below_and_unbounded_above() {
+        use RangeVerdict::*;
+        // At least 8 (no rate failed): B's whole range below 7.2 regresses.
+        let at_least = [Some(8.0), None];
+        assert_eq!(
+            compare_ranges(at_least, [Some(4.4), Some(4.8)], 10.0),
+            Regression
         );
-        assert!(!(b.1 <= a.0 || a.1 <= b.0), "overlapping brackets");
+        assert_eq!(
+            compare_ranges(at_least, [Some(7.5), Some(8.0)], 10.0),
+            WithinNoise
+        );
+        // Nothing is above an unbounded range, and nothing below 0.
+        assert_eq!(
+            compare_ranges(at_least, [Some(100.0), None], 10.0),
+            WithinNoise
+        );
+        assert_eq!(
+            compare_ranges([None, Some(0.5)], [None, Some(0.1)], 10.0),
+            WithinNoise
+        );
+        // B passed nothing and failed at 0.5: wholly below A.
+        assert_eq!(
+            compare_ranges(at_least, [None, Some(0.5)], 10.0),
+            Regression
+        );
+        // B inconclusive everywhere: [0, ∞) overlaps anything.
+        assert_eq!(compare_ranges(at_least, [None, None], 10.0), WithinNoise);
+        assert_eq!(
+            compare_ranges([None, None], [Some(1.0), Some(2.0)], 10.0),
+            WithinNoise
+        );
+    }
+
+    #[test]
+    fn results_without_range_fall_back_to_rps_and_failed_at() {
+        let mut old = cr([Some(10.0), Some(12.0)]);
+        old.range = [None, None];
+        assert_eq!(cr_open_range(&old), [Some(10.0), Some(12.0)]);
+        let mut at_least = cr([Some(10.0), None]);
+        at_least.range = [None, None];
+        assert_eq!(cr_open_range(&at_least), [Some(10.0), None]);
+        assert_eq!(
+            cr_open_range(&cr([Some(9.0), Some(9.5)])),
+            [Some(9.0), Some(9.5)]
+        );
+    }
+
+    fn card_with(cr_open: Vec<CrOpen>) -> Card {
+        let text = include_str!("../tests/data/diff-a/results.json");
+        let mut card = crate::report::parse_results_json(text)
+            .unwrap()
+            .cards
+            .remove(0);
+        card.cr_open = cr_open;
+        card
+    }
+
+    #[test]
+    fn cr_open_regression_needs_a_threshold_and_ranges_apart() {
+        let a = card_with(vec![cr([Some(4.0), Some(4.4)])]);
+        let b = card_with(vec![cr([Some(3.1), Some(3.4)])]);
+        let got = &cr_open_changes(&a, &b, Some(10.0))[0];
+        assert_eq!(got.verdict, Some(RangeVerdict::Regression));
+        assert!(got.regression && got.beyond_noise);
+        let got = &cr_open_changes(&a, &b, None)[0];
+        assert!(
+            got.beyond_noise && !got.regression,
+            "no threshold, no regression"
+        );
+        let got = &cr_open_changes(&a, &b, Some(20.0))[0];
+        assert!(!got.beyond_noise && !got.regression);
+        // An SLO B has no Cr_open for: a regression when A passed a rate of it.
+        let got = &cr_open_changes(&a, &card_with(vec![]), Some(10.0))[0];
+        assert_eq!((got.verdict, got.range_b), (None, None));
+        assert!(got.regression && !got.beyond_noise);
+        let none_passed = card_with(vec![cr([None, Some(0.5)])]);
+        assert!(!cr_open_changes(&none_passed, &card_with(vec![]), Some(10.0))[0].regression);
+    }
+
+    #[test]
+    fn ranges_are_written_with_their_open_ends() {
+        assert_eq!(fmt_range(Some([Some(4.0), Some(4.4)])), "4.00–4.40");
+        assert_eq!(fmt_range(Some([Some(8.0), None])), "≥ 8.00");
+        assert_eq!(fmt_range(Some([None, Some(0.5)])), "< 0.50");
+        assert_eq!(fmt_range(Some([None, None])), "not reached");
+        assert_eq!(fmt_range(None), "not measured");
+    }
+
+    #[test]
+    fn dropped_beyond_compares_points() {
         assert!(dropped_beyond(Some(10.0), Some(8.0), Some(10.0)));
         assert!(!dropped_beyond(Some(10.0), Some(9.5), Some(10.0)));
         assert!(dropped_beyond(Some(10.0), None, Some(10.0)));
