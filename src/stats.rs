@@ -146,3 +146,26 @@ pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencySta
     }
     acc.finish(extra_percentiles)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_within_hdr_precision() {
+        let mut acc = StatsAccumulator::default();
+        for v in (1..=100).rev() {
+            acc.push(f64::from(v));
+        }
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() <= b * 1e-3);
+        assert!(near(acc.percentile(99.0), 99.0));
+        assert!(near(acc.percentile(50.0), 50.0));
+        assert!(near(Some(acc.value_at_rank(1)), 1.0));
+        assert_eq!(acc.mean(), Some(50.5));
+        assert_eq!(StatsAccumulator::default().percentile(50.0), None);
+        acc.clear();
+        assert_eq!(acc.count(), 0);
+        acc.push(7.0);
+        assert!(near(acc.percentile(50.0), 7.0));
+    }
+}

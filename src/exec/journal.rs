@@ -122,12 +122,12 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         .as_ref()
         .map(|a| a.iter().filter(|&&t| in_window(t)).count() as u64);
     let generator_lagging = open_loop && {
-        let mut lags: Vec<f64> = timings
-            .iter()
-            .filter(|r| in_window(r.scheduled_ms))
-            .map(|r| f64::from(r.schedule_lag_ms))
-            .collect();
-        percentile_nearest_rank(&mut lags, 99.0).is_some_and(|p99| p99 > GENERATOR_LAG_P99_LIMIT_MS)
+        let mut lags = crate::stats::StatsAccumulator::default();
+        for r in timings.iter().filter(|r| in_window(r.scheduled_ms)) {
+            lags.push(f64::from(r.schedule_lag_ms));
+        }
+        lags.percentile(99.0)
+            .is_some_and(|p99| p99 > GENERATOR_LAG_P99_LIMIT_MS)
     };
     RunFooter {
         measured_window_ms: [from, to],
@@ -138,16 +138,6 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         finished_at: plan.finished_at,
         connections_opened: plan.connections_opened,
     }
-}
-
-/// Nearest-rank percentile; `None` for no values.
-fn percentile_nearest_rank(values: &mut [f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
-    Some(values[rank.clamp(1, values.len()) - 1])
 }
 
 /// Create (truncate) the journal file and start its writer thread.
@@ -499,14 +489,6 @@ mod tests {
         let footer = build_footer(&Journal::default(), plan(WindowEnd::At(40.0), None));
         assert_eq!(footer.measured_window_ms, [100.0, 100.0]);
         assert_eq!(footer.offered, None);
-    }
-
-    #[test]
-    fn percentiles_by_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).rev().collect();
-        assert_eq!(percentile_nearest_rank(&mut v, 99.0), Some(99.0));
-        assert_eq!(percentile_nearest_rank(&mut v, 50.0), Some(50.0));
-        assert_eq!(percentile_nearest_rank(&mut [], 50.0), None);
     }
 
     #[test]
