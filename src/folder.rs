@@ -535,3 +535,34 @@ pub fn rerender(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at_rate(id: &str, window_s: f64, incomplete: bool) -> analyze::RunSummary {
+        analyze::RunSummary {
+            run_id: id.into(),
+            rate_rps: Some(2.0),
+            window_s,
+            incomplete,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_longest_complete_journal_measures_a_rate() {
+        // A finished extension supersedes its run.
+        let mut kept = at_rate("r2", 60.0, false);
+        keep_better(&mut kept, &mut at_rate("r2--ext", 240.0, false));
+        assert_eq!(kept.run_id, "r2--ext");
+        // An extension cut short (Ctrl-C) leaves the run's own measurement.
+        let mut kept = at_rate("r2", 60.0, false);
+        keep_better(&mut kept, &mut at_rate("r2--ext", 90.0, true));
+        assert_eq!(kept.run_id, "r2");
+        // Two incomplete ones: the longer.
+        let mut kept = at_rate("r2", 10.0, true);
+        keep_better(&mut kept, &mut at_rate("r2--ext", 30.0, true));
+        assert_eq!(kept.run_id, "r2--ext");
+    }
+}

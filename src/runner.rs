@@ -749,6 +749,26 @@ async fn extend(
     if cancel.is_cancelled() {
         return Ok(None);
     }
+    // Resuming: a finished extension is kept as it is, whatever length this
+    // invocation's budget would give it now.
+    let ext_id = format!("{}--ext", run.id);
+    if invocation.resuming {
+        if let Ok((journal, _)) = exec::read_journal_ends(&folder.journal(&ext_id)) {
+            let same_run = journal.header.as_ref().is_some_and(|h| {
+                h.run.id == ext_id && h.run.load == run.load && h.run.seed == run.seed
+            });
+            if same_run && folder::journal_finished(&journal) {
+                let kept = journal.header.as_ref().map(|h| h.run.clone());
+                if let Some(kept) = kept {
+                    let _ = writeln!(log, "  {ext_id}: kept from the interrupted run");
+                    budget.left = budget
+                        .left
+                        .saturating_sub(planned_measured_time(&kept) + kept.warmup);
+                    return Ok(Some(summarize(folder, &kept, &journal, experiment)?));
+                }
+            }
+        }
+    }
     let Some(longer) = lengthen(run, budget) else {
         let _ = writeln!(
             log,

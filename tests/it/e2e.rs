@@ -413,4 +413,18 @@ fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
         before,
         std::fs::read_to_string(out.join("results.json")).unwrap()
     );
+
+    // `--resume` keeps every complete journal, extensions included, as it is.
+    let ext = runs.join("tiny-sim--w--r4.000--ext.jsonl");
+    let ext_before = std::fs::read(&ext).unwrap();
+    let resumed = capcard()
+        .args(["run", "--quiet", "--resume"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(log.contains("tiny-sim--w--r4.000--ext: kept"), "{log}");
+    assert_eq!(std::fs::read(&ext).unwrap(), ext_before);
 }
