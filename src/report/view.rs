@@ -1,11 +1,17 @@
 //! The card as templates see it: every figure already attached to the mode
-//! that measured it, every missing value an explicit `null` plus a reason,
-//! and the prose (conditions in words, the plain-language reading) written
-//! once here rather than re-derived in each template.
+//! that measured it, every missing value an explicit `null` plus a tag saying
+//! why, so the built-in templates never have to guess what an absent field
+//! means.
+//!
+//! The card's sentences (the Reading, the warnings, the reasons) are composed
+//! in the templates from this data, not here, so a custom template can reword
+//! them. What stays in Rust are words shared with the charts and derived from
+//! the config (SLO clauses, the data profile, in `describe`), short labels
+//! (mode tags, table marks) and reason phrases that results.json already
+//! carries.
 //!
 //! Templates get this view as `view`, next to the raw `report` and `card`, so
-//! a custom template can reach anything in results.json but the built-in
-//! ones never have to guess what an absent field means.
+//! a custom template can reach anything in results.json.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +25,6 @@ use super::chart::chart_links;
 use super::describe::{
     arrival_unit_words, arrival_words, clause_words, metric_label_str, profile_lines,
 };
-use super::format::{delta_pct, num, pct_of_fraction, rps, tokens_per_s};
 
 /// Measured and requested token counts that differ by more than this
 /// (relative) get a warning on the card.
@@ -76,7 +81,13 @@ pub struct TokensView {
     pub output_mean: f64,
     pub output_difference_pct: Option<f64>,
     pub short_outputs: u64,
-    pub warnings: Vec<String>,
+    /// The prompt tokens the server reported differ from those requested by
+    /// more than `mismatch_threshold`: the profile was not sent as planned.
+    pub prompt_mismatch: bool,
+    pub output_mismatch: bool,
+    /// The relative difference that warns, as a fraction; decided here so the
+    /// flags and the number the template prints cannot disagree.
+    pub mismatch_threshold: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,14 +101,19 @@ pub struct CrossPView {
     pub value: Option<CrossP>,
     /// `"TTFT p50"`: the latency statistic compared.
     pub metric: String,
-    /// Why there is no value (`"not reached in sweep (levels 1–128)"`).
-    pub reason: Option<String>,
+    /// Why there is no value: `"no_sweep"`, `"single_level"` (nothing to
+    /// compare the one level with) or `"not_reached"`; `None` with a value.
+    pub missing: Option<String>,
+    /// The closed sweep's levels, ascending: what a missing CrossP was looked for in.
+    pub levels: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CrClosedView {
     pub value: Option<CrClosed>,
-    pub reason: Option<String>,
+    /// Why there is no value: `"no_sweep"` or `"not_determined"` (the notes
+    /// say why); `None` with a value.
+    pub missing: Option<String>,
 }
 
 /// Metrics of one open run at a point of interest (Cr_open or the failing rate).
@@ -133,6 +149,9 @@ pub struct CrOpenView {
     pub inconclusive_rps: Vec<f64>,
     pub failed_at_rps: Option<f64>,
     pub failed_clauses: Vec<String>,
+    /// `Some(false)`: the search ran out of budget before its range was as
+    /// narrow as asked; `None` when no precision was asked for.
+    pub precision_reached: Option<bool>,
     pub note: Option<String>,
     /// The passing run at `rps`; `None` when its run is not in the report.
     pub at: Option<OpenPointView>,
@@ -212,6 +231,41 @@ pub struct ErrorClassRow {
     pub count: u64,
 }
 
+/// A count of failed calls of one error class.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassCount {
+    pub class: String,
+    pub count: u64,
+}
+
+/// Runs where most calls failed: they measured the failure, not the replica.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvalidRunsView {
+    /// The invalid runs, closed loop first, in the card's order.
+    pub run_ids: Vec<String>,
+    /// All runs of the card, valid or not.
+    pub runs: usize,
+    /// Failed and all measured calls, over the invalid runs only.
+    pub failed_calls: u64,
+    pub calls: u64,
+    /// Their failures by class, in class order.
+    pub errors_by_class: Vec<ClassCount>,
+}
+
+/// A run whose server served prompt tokens from its prefix cache.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheHitRun {
+    pub run_id: String,
+    /// Fraction of prompt tokens served from the cache.
+    pub hit_rate: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizingNote {
+    pub target: String,
+    pub note: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ChartLink {
     pub file_name: String,
@@ -248,19 +302,16 @@ pub struct CardView {
     pub search_slos: Vec<String>,
     pub has_task_e2e: bool,
     pub sizing: Vec<SizingView>,
-    /// Notes attached to sizing rows, prefixed by their target.
-    pub sizing_notes: Vec<String>,
+    /// Notes attached to sizing rows, with their target.
+    pub sizing_notes: Vec<SizingNote>,
     pub notes: Vec<String>,
     pub errors: Vec<ErrorClassRow>,
     pub charts: Vec<ChartLink>,
-    /// The plain-language reading, one paragraph.
-    pub reading: String,
-    /// Runs where most calls failed, in one sentence with counts by class;
-    /// shown under Status and first in the Reading. `None`: every run valid.
-    pub invalid: Option<String>,
-    /// Prefix-cache hits in the server's telemetry that the workload does not
-    /// explain (it declares no reuse): shown under Status.
-    pub unexplained_cache_hits: Option<String>,
+    /// Shown under Status and first in the Reading. `None`: every run valid.
+    pub invalid: Option<InvalidRunsView>,
+    /// Runs with prefix-cache hits the workload does not explain (it declares
+    /// no reuse), so their TTFT is optimistic; empty when there are none.
+    pub unexplained_cache_hits: Vec<CacheHitRun>,
     /// Server-side telemetry; `None` when no run has any (the card then
     /// renders exactly as without telemetry support).
     pub telemetry: Option<TelemetryView>,
@@ -294,11 +345,24 @@ pub struct TelemetryRow {
     pub output_tokens_difference_pct: Option<f64>,
 }
 
+/// The likely limit at one derived quantity, read from the server's signals.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitView {
+    /// The key in results.json: `"crossp"`, `"cr_closed"`, `"cr_open:SLO"`.
+    pub key: String,
+    /// The SLO of a `cr_open:` key.
+    pub slo: Option<String>,
+    /// A `cr_open:` reading is taken at the first failing rate when the
+    /// search saw one, else at Cr_open itself.
+    pub at_failing_rate: bool,
+    pub text: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TelemetryView {
     pub rows: Vec<TelemetryRow>,
-    /// `("CrossP", reading)`, `("Cr_closed", ...)`, `("Cr_open interactive", ...)`.
-    pub limits: Vec<Labelled>,
+    /// CrossP, Cr_closed, then Cr_open in the card's SLO order, then any other key.
+    pub limits: Vec<LimitView>,
     pub notes: Vec<String>,
 }
 
@@ -395,30 +459,29 @@ fn crossp_view(card: &Card) -> CrossPView {
         ),
     };
     let levels = levels(card);
-    let reason = match (&card.crossp, levels.as_slice()) {
+    let missing = match (&card.crossp, levels.as_slice()) {
         (Some(_), _) => None,
-        (None, []) => Some("not measured (no closed-loop sweep)".to_string()),
-        (None, [only]) => Some(format!(
-            "not measured: a single sweep level ({only}) has no previous level to compare"
-        )),
-        (None, [first, .., last]) => Some(format!("not reached in sweep (levels {first}–{last})")),
+        (None, []) => Some("no_sweep"),
+        (None, [_]) => Some("single_level"),
+        (None, _) => Some("not_reached"),
     };
     CrossPView {
         value: card.crossp.clone(),
         metric,
-        reason,
+        missing: missing.map(str::to_string),
+        levels,
     }
 }
 
 fn cr_closed_view(card: &Card) -> CrClosedView {
-    let reason = match (&card.cr_closed, card.closed.is_empty()) {
+    let missing = match (&card.cr_closed, card.closed.is_empty()) {
         (Some(_), _) => None,
-        (None, true) => Some("not measured (no closed-loop sweep)".to_string()),
-        (None, false) => Some("not determined from the sweep (see notes)".to_string()),
+        (None, true) => Some("no_sweep"),
+        (None, false) => Some("not_determined"),
     };
     CrClosedView {
         value: card.cr_closed.clone(),
-        reason,
+        missing: missing.map(str::to_string),
     }
 }
 
@@ -429,29 +492,7 @@ fn tokens_view(card: &Card) -> Option<TokensView> {
         .and_then(|r| relative_difference(t.prompt_tokens_requested_mean, r));
     let output_difference =
         relative_difference(t.output_tokens_requested_mean, t.output_tokens_mean);
-    let mut warnings = Vec::new();
-    if let Some(d) = prompt_difference.filter(|d| d.abs() > TOKEN_MISMATCH_WARN) {
-        warnings.push(format!(
-            "prompt tokens reported by the server differ from those requested by {} (more than {}): \
-             the data profile was not sent as planned",
-            signed_pct(d),
-            pct_of_fraction(TOKEN_MISMATCH_WARN)
-        ));
-    }
-    if t.prompt_tokens_reported_mean.is_none() {
-        warnings.push(
-            "the server reported no prompt token usage: prompt lengths are as requested, not verified"
-                .to_string(),
-        );
-    }
-    if let Some(d) = output_difference.filter(|d| d.abs() > TOKEN_MISMATCH_WARN) {
-        warnings.push(format!(
-            "output tokens differ from those requested by {} (more than {}); {} calls ended short",
-            signed_pct(d),
-            pct_of_fraction(TOKEN_MISMATCH_WARN),
-            t.short_outputs
-        ));
-    }
+    let mismatch = |d: Option<f64>| d.is_some_and(|d| d.abs() > TOKEN_MISMATCH_WARN);
     Some(TokensView {
         calls: t.calls,
         prompt_requested_mean: t.prompt_tokens_requested_mean,
@@ -461,12 +502,10 @@ fn tokens_view(card: &Card) -> Option<TokensView> {
         output_mean: t.output_tokens_mean,
         output_difference_pct: output_difference.map(|d| d * 100.0),
         short_outputs: t.short_outputs,
-        warnings,
+        prompt_mismatch: mismatch(prompt_difference),
+        output_mismatch: mismatch(output_difference),
+        mismatch_threshold: TOKEN_MISMATCH_WARN,
     })
-}
-
-fn signed_pct(fraction: f64) -> String {
-    delta_pct(fraction * 100.0)
 }
 
 fn sweep_rows(card: &Card) -> Vec<SweepRow> {
@@ -655,11 +694,11 @@ fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
 /// Hit rates above this in a workload that declares no reuse are flagged.
 const UNEXPLAINED_HIT_RATE: f64 = 0.02;
 
-/// The warning about prefix-cache hits the workload does not explain: it
-/// declares no shared prefix, conversation, agent context, dataset or trace,
-/// so every prompt is new and a hit means the server had seen it (an earlier
-/// run with the same nonce, or other traffic): latencies are optimistic.
-fn unexplained_cache_hits(card: &Card) -> Option<String> {
+/// Runs with prefix-cache hits the workload does not explain: it declares no
+/// shared prefix, conversation, agent context, dataset or trace, so every
+/// prompt is new and a hit means the server had seen it (an earlier run with
+/// the same nonce, or other traffic): their latencies are optimistic.
+fn unexplained_cache_hits(card: &Card) -> Vec<CacheHitRun> {
     let w = &card.workload_profile;
     let declares_reuse = w.shared_prefix.is_some()
         || w.conversation.is_some()
@@ -667,202 +706,51 @@ fn unexplained_cache_hits(card: &Card) -> Option<String> {
         || w.dataset.is_some()
         || card.arrival.as_deref() == Some("trace");
     if declares_reuse {
-        return None;
+        return Vec::new();
     }
-    let hits: Vec<String> = card
-        .closed
+    card.closed
         .iter()
         .chain(&card.open)
         .filter_map(|r| {
             let rate = r.server.as_ref()?.prefix_cache_hit_rate?;
-            (rate > UNEXPLAINED_HIT_RATE).then(|| format!("{} {:.0}%", r.run_id, rate * 100.0))
+            (rate > UNEXPLAINED_HIT_RATE).then(|| CacheHitRun {
+                run_id: r.run_id.clone(),
+                hit_rate: rate,
+            })
         })
-        .collect();
-    if hits.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "The server served prompt tokens from its prefix cache ({}) although the workload \
-         `{}` declares no reuse: it had seen these prompts before (the same content nonce \
-         re-run, or other traffic), so TTFT here is optimistic. Re-run on a fresh server, or \
-         without `--nonce`.",
-        hits.join(", "),
-        card.workload
-    ))
+        .collect()
 }
 
-/// The sentence about invalid runs (most calls failed), if any.
-fn invalid_runs(card: &Card) -> Option<String> {
+/// The runs where most calls failed, with their failures; `None` when every
+/// run is valid.
+fn invalid_runs(card: &Card) -> Option<InvalidRunsView> {
     let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
-    let invalid: Vec<&&RunSummary> = runs.iter().filter(|s| s.invalid).collect();
+    let invalid: Vec<&RunSummary> = runs.iter().copied().filter(|s| s.invalid).collect();
     if invalid.is_empty() {
         return None;
     }
     let mut by_class: BTreeMap<&str, u64> = BTreeMap::new();
-    let (mut failed, mut calls) = (0, 0);
+    let (mut failed_calls, mut calls) = (0, 0);
     for run in &invalid {
-        failed += run.errors;
+        failed_calls += run.errors;
         calls += run.errors + run.requests;
         for (class, n) in &run.errors_by_class {
             *by_class.entry(class.as_str()).or_default() += n;
         }
     }
-    let classes: Vec<String> = by_class
-        .iter()
-        .map(|(class, n)| format!("{class} {n}"))
-        .collect();
-    let names: Vec<&str> = invalid.iter().map(|s| s.run_id.as_str()).collect();
-    Some(format!(
-        "{} of {} runs are invalid: {failed} of their {calls} measured calls failed ({}). \
-         They measured the failure, not the replica, and count toward no CrossP, Cr_closed or \
-         Cr_open: {}.",
-        invalid.len(),
-        runs.len(),
-        classes.join(", "),
-        names.join(", ")
-    ))
-}
-
-/// The plain-language reading: what this replica can be promised, in the
-/// order the framework puts it (service capacity first, then saturation,
-/// then the regime boundary), every figure with its mode.
-fn reading(card: &Card, view: &CardView) -> String {
-    let unit = &view.conditions.rate_unit;
-    let open_tag = &view.modes.open;
-    let closed_tag = &view.modes.closed;
-    let mut sentences: Vec<String> = Vec::new();
-    if let Some(invalid) = &view.invalid {
-        sentences.push(format!("**{invalid}**"));
-    }
-
-    if card.cr_open.is_empty() {
-        sentences.push(if card.open.is_empty() {
-            "No open-loop runs were measured, so this card makes no promise within an SLO (Cr_open not measured).".to_string()
-        } else {
-            "Open-loop runs were measured but no Cr_open was derived from them.".to_string()
-        });
-    }
-    let mut subject = "this replica";
-    for cr in &card.cr_open {
-        let failed = match (cr.failed_at_rps, cr.failed_clauses.is_empty()) {
-            (Some(r), false) => format!(
-                "; at {} {unit} it failed ({})",
-                rps(r),
-                cr.failed_clauses.join("; ")
-            ),
-            (Some(r), true) => format!("; at {} {unit} it failed", rps(r)),
-            (None, _) => String::new(),
-        };
-        let precision = match cr.precision_reached {
-            Some(false) => " The precision asked for was not reached within the budget.",
-            _ => "",
-        };
-        let sentence = match (cr.rps, cr.at_least, cr.range[1]) {
-            (Some(r), false, Some(hi)) => format!(
-                "Within the `{}` SLO {subject} serves **{} {unit}** of the `{}` profile ({open_tag}; \
-                 Cr_open lies between {} and {} {unit}, the highest rate that passed and the lowest \
-                 that failed, each at {} confidence){failed}.{precision}",
-                cr.slo,
-                rps(r),
-                card.workload,
-                rps(r),
-                rps(hi),
-                view.confidence_pct
-            ),
-            (Some(r), false, None) => format!(
-                "Within the `{}` SLO {subject} serves **{} {unit}** of the `{}` profile ({open_tag}){failed}.",
-                cr.slo,
-                rps(r),
-                card.workload
-            ),
-            (Some(r), true, _) => format!(
-                "Within the `{}` SLO it serves at least **{} {unit}** ({open_tag}): the highest rate tested passed, so the limit lies above the search range.",
-                cr.slo,
-                rps(r)
-            ),
-            (None, _, _) => format!(
-                "Within the `{}` SLO nothing can be promised ({open_tag}): {}.",
-                cr.slo,
-                cr.note.as_deref().unwrap_or("no tested rate passed")
-            ),
-        };
-        sentences.push(sentence);
-        subject = "it";
-    }
-
-    match (&card.cr_closed, card.closed.is_empty()) {
-        (Some(k), _) => {
-            let mut s = format!(
-                "At saturation it does **{} output tok/s** at {} concurrent ({closed_tag}); the knee, Cr_closed, {} {}.",
-                tokens_per_s(k.output_tokens_per_s[1]),
-                k.range[1],
-                if k.range[0] == k.range[1] {
-                    "is"
-                } else {
-                    "spans"
-                },
-                concurrency_range(k.range)
-            );
-            if !k.saturated {
-                s.push_str(" Throughput was still growing at the largest level tested, so saturation may lie beyond the sweep.");
-            }
-            sentences.push(s);
-        }
-        (None, true) => sentences.push(
-            "No closed-loop sweep was measured, so Cr_closed and CrossP are not known.".to_string(),
-        ),
-        (None, false) => sentences.push(format!(
-            "Cr_closed could not be determined from the sweep ({closed_tag})."
-        )),
-    }
-
-    match &card.crossp {
-        Some(c) => sentences.push(format!(
-            "CrossP is at {} concurrent (zone {}–{}, {closed_tag}): from {} to {}, {} rose {} while output tok/s rose {}.",
-            c.concurrency,
-            c.zone[0],
-            c.zone[1],
-            c.zone[0],
-            c.zone[1],
-            view.crossp.metric,
-            delta_pct(c.delta_latency_pct),
-            delta_pct(c.delta_throughput_pct)
-        )),
-        None => match view.conditions.closed_levels.as_slice() {
-            [first, .., last] => sentences.push(format!(
-                "CrossP was not reached in the sweep (levels {first}–{last}, {closed_tag}): {} never rose faster than output tok/s between consecutive levels.",
-                view.crossp.metric
-            )),
-            [only] => sentences.push(format!(
-                "CrossP was not measured: the sweep has a single level ({only}, {closed_tag})."
-            )),
-            [] => {}
-        },
-    }
-
-    for s in &view.sizing {
-        if let Some(n) = s.row.replicas {
-            sentences.push(format!(
-                "For {} it takes {} replica{} ({} at {} headroom, {} spare{}).",
-                s.row.target,
-                num(f64::from(n), 0),
-                if n == 1 { "" } else { "s" },
-                s.uses,
-                pct_of_fraction(s.row.headroom),
-                s.row.spares,
-                if s.row.spares == 1 { "" } else { "s" }
-            ));
-        }
-    }
-    sentences.join(" ")
-}
-
-fn concurrency_range(range: [u32; 2]) -> String {
-    if range[0] == range[1] {
-        format!("{} concurrent", range[0])
-    } else {
-        format!("{}–{} concurrent", range[0], range[1])
-    }
+    Some(InvalidRunsView {
+        run_ids: invalid.iter().map(|s| s.run_id.clone()).collect(),
+        runs: runs.len(),
+        failed_calls,
+        calls,
+        errors_by_class: by_class
+            .into_iter()
+            .map(|(class, count)| ClassCount {
+                class: class.to_string(),
+                count,
+            })
+            .collect(),
+    })
 }
 
 fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
@@ -908,27 +796,6 @@ fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
         .map(|r| row(&modes.closed, r))
         .collect();
     rows.extend(sorted_open(card).into_iter().map(|r| row(&modes.open, r)));
-    let label = |key: &str| match key {
-        "crossp" => "CrossP".to_string(),
-        "cr_closed" => "Cr_closed (upper end)".to_string(),
-        other => match other.strip_prefix("cr_open:") {
-            Some(slo) => {
-                let at_failing = card
-                    .cr_open
-                    .iter()
-                    .any(|c| c.slo == slo && c.failed_run_id.is_some());
-                format!(
-                    "Cr_open `{slo}` ({})",
-                    if at_failing {
-                        "at the first failing rate"
-                    } else {
-                        "at Cr_open"
-                    }
-                )
-            }
-            None => other.to_string(),
-        },
-    };
     // Fixed order: CrossP, Cr_closed, then Cr_open in the card's SLO order.
     let mut keys: Vec<String> = vec!["crossp".into(), "cr_closed".into()];
     keys.extend(card.cr_open.iter().map(|c| format!("cr_open:{}", c.slo)));
@@ -941,9 +808,17 @@ fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
     );
     let limits = keys
         .iter()
-        .filter_map(|k| {
-            card.limits.get(k).map(|text| Labelled {
-                label: label(k),
+        .filter_map(|key| {
+            let text = card.limits.get(key)?;
+            let slo = key.strip_prefix("cr_open:");
+            Some(LimitView {
+                key: key.clone(),
+                slo: slo.map(str::to_string),
+                at_failing_rate: slo.is_some_and(|slo| {
+                    card.cr_open
+                        .iter()
+                        .any(|c| c.slo == slo && c.failed_run_id.is_some())
+                }),
                 text: text.clone(),
             })
         })
@@ -996,6 +871,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             inconclusive_rps: cr.inconclusive_rps.clone(),
             failed_at_rps: cr.failed_at_rps,
             failed_clauses: cr.failed_clauses.clone(),
+            precision_reached: cr.precision_reached,
             note: cr.note.clone(),
             at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
             failed: find_run(card, cr.failed_run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
@@ -1005,9 +881,15 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
     let sizing_notes = card
         .sizing
         .iter()
-        .filter_map(|r| r.note.as_ref().map(|n| format!("{}: {n}", r.target)))
+        .filter_map(|r| {
+            r.note.as_ref().map(|note| SizingNote {
+                target: r.target.clone(),
+                note: note.clone(),
+            })
+        })
         .collect();
-    let mut view = CardView {
+    let telemetry = telemetry_view(card, &modes);
+    CardView {
         experiment: report.experiment.clone(),
         description: report.description.clone(),
         tool_version: report.tool_version.clone(),
@@ -1050,14 +932,10 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .into_iter()
             .map(|(file_name, alt)| ChartLink { file_name, alt })
             .collect(),
-        reading: String::new(),
         invalid: invalid_runs(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
-        telemetry: None,
-    };
-    view.reading = reading(card, &view);
-    view.telemetry = telemetry_view(card, &view.modes);
-    view
+        telemetry,
+    }
 }
 
 // ---------------------------------------------------------------- summary
@@ -1238,6 +1116,23 @@ mod tests {
         }
     }
 
+    /// The card as the built-in template renders it.
+    fn rendered(card: &Card) -> String {
+        let report = report_with(card.clone());
+        super::super::render_card(&report, card, &super::super::Templates::builtin())
+            .expect("the built-in template renders")
+    }
+
+    /// The Reading paragraph of the rendered card.
+    fn reading(card: &Card) -> String {
+        let card_md = rendered(card);
+        card_md
+            .split_once("## Reading\n\n")
+            .and_then(|(_, rest)| rest.split("\n\n").next())
+            .expect("a Reading paragraph")
+            .to_string()
+    }
+
     fn closed_run(concurrency: u32, tps: f64, ttft_count: u64) -> RunSummary {
         RunSummary {
             run_id: format!("c{concurrency}"),
@@ -1264,15 +1159,20 @@ mod tests {
         });
         card.closed = vec![run, closed_run(2, 20.0, 50)];
         let view = card_view(&report_with(card.clone()), &card);
-        let warning = view.unexplained_cache_hits.expect("flagged");
-        assert!(warning.contains("c1 53%"), "{warning}");
+        assert_eq!(view.unexplained_cache_hits.len(), 1, "flagged");
+        assert_eq!(view.unexplained_cache_hits[0].run_id, "c1");
+        let card_md = rendered(&card);
+        assert!(
+            card_md.contains("prefix cache (c1 53%) although the workload `w` declares no reuse"),
+            "{card_md}"
+        );
         // A declared shared prefix explains hits.
         card.workload_profile.shared_prefix = Some(crate::config::SharedPrefix {
             tokens: 64,
             groups: 2,
         });
         let view = card_view(&report_with(card.clone()), &card);
-        assert_eq!(view.unexplained_cache_hits, None);
+        assert!(view.unexplained_cache_hits.is_empty());
     }
 
     #[test]
@@ -1295,26 +1195,30 @@ mod tests {
     fn missing_quantities_carry_their_reason() {
         let card = empty_card();
         let view = card_view(&report_with(card.clone()), &card);
-        assert_eq!(
-            view.crossp.reason.as_deref(),
-            Some("not measured (no closed-loop sweep)")
-        );
-        assert_eq!(
-            view.cr_closed.reason.as_deref(),
-            Some("not measured (no closed-loop sweep)")
+        assert_eq!(view.crossp.missing.as_deref(), Some("no_sweep"));
+        assert_eq!(view.cr_closed.missing.as_deref(), Some("no_sweep"));
+        let card_md = rendered(&card);
+        assert!(
+            card_md.contains("| CrossP | not measured (no closed-loop sweep) |"),
+            "{card_md}"
         );
         assert!(
-            view.reading.contains("Cr_open not measured"),
-            "{}",
-            view.reading
+            card_md.contains("| Cr_closed | not measured (no closed-loop sweep) |"),
+            "{card_md}"
         );
+        let text = reading(&card);
+        assert!(text.contains("Cr_open not measured"), "{text}");
 
         let mut one_level = empty_card();
         one_level.closed = vec![closed_run(8, 500.0, 10)];
         let view = card_view(&report_with(one_level.clone()), &one_level);
-        assert_eq!(
-            view.crossp.reason.as_deref(),
-            Some("not measured: a single sweep level (8) has no previous level to compare")
+        assert_eq!(view.crossp.missing.as_deref(), Some("single_level"));
+        let card_md = rendered(&one_level);
+        assert!(
+            card_md.contains(
+                "| CrossP | not measured: a single sweep level (8) has no previous level to compare |"
+            ),
+            "{card_md}"
         );
 
         let mut swept = empty_card();
@@ -1324,12 +1228,10 @@ mod tests {
             closed_run(4, 350.0, 10),
         ];
         let view = card_view(&report_with(swept.clone()), &swept);
-        assert_eq!(
-            view.crossp.reason.as_deref(),
-            Some("not reached in sweep (levels 1–4)")
-        );
+        assert_eq!(view.crossp.missing.as_deref(), Some("not_reached"));
+        assert!(rendered(&swept).contains("| CrossP | not reached in sweep (levels 1–4) |"));
         assert!(
-            view.reading
+            reading(&swept)
                 .contains("CrossP was not reached in the sweep (levels 1–4, closed loop)")
         );
     }
@@ -1366,7 +1268,7 @@ mod tests {
         }];
         let view = card_view(&report_with(card.clone()), &card);
         assert_eq!(
-            view.reading,
+            reading(&card),
             "Within the `interactive` SLO this replica serves **4.00 req/s** of the `w` profile (open loop, poisson; \
              Cr_open lies between 4.00 and 4.40 req/s, the highest rate that passed and the lowest that failed, \
              each at 95% confidence); at 4.40 req/s it failed (TTFT p99). At saturation it does **2,050 output tok/s** at 32 concurrent \
@@ -1389,11 +1291,17 @@ mod tests {
         });
         let tokens = tokens_view(&card).unwrap();
         assert!((tokens.prompt_difference_pct.unwrap() - 4.0).abs() < 1e-9);
-        assert_eq!(tokens.warnings.len(), 1, "{:?}", tokens.warnings);
+        assert!(!tokens.prompt_mismatch);
+        assert!(tokens.output_mismatch);
+        let card_md = rendered(&card);
+        assert_eq!(card_md.matches("> ⚠").count(), 1, "{card_md}");
         assert!(
-            tokens.warnings[0].starts_with("output tokens differ from those requested by -10.0%")
+            card_md.contains(
+                "> ⚠ output tokens differ from those requested by -10.0% (more than 5%); \
+                 7 calls ended short\n"
+            ),
+            "{card_md}"
         );
-        assert!(tokens.warnings[0].ends_with("7 calls ended short"));
     }
 
     #[test]
