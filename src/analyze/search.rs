@@ -120,14 +120,12 @@ impl Search {
     /// of ratio ≤ 2 down to `precision` — twice over, for the gaps that
     /// inconclusive rates leave. Usable by the planner's estimate.
     pub fn run_bound(min: f64, max: f64, precision: f64, slos: usize) -> u32 {
-        let ratio = if min > 0.0 && max > min {
-            max / min
-        } else {
-            1.0
-        };
-        let bracketing = ratio.log2().ceil() as u32 + 2;
-        let bisecting = (1.0 / precision.clamp(1e-4, 1.0)).log2().ceil() as u32 + 1;
-        bracketing + 2 * slos.max(1) as u32 * bisecting
+        crate::plan::search_max_runs(
+            crate::config::RatePerS(min),
+            crate::config::RatePerS(max),
+            crate::config::Fraction(precision),
+            slos,
+        )
     }
 
     /// Next rate to run, or `None` when every SLO's bracket is resolved (or

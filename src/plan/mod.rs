@@ -264,23 +264,26 @@ pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> 
 /// at every rate serves all SLOs; it ends with a bracket whose ends are at
 /// most a factor 2 apart. Bisecting that bracket until its width is at most
 /// `precision` of its lower end takes at most `⌈log2(1/precision)⌉` runs per
-/// SLO (SLOs may end in different brackets, so these are not shared). A
-/// precision below 10⁻⁶ is counted as 10⁻⁶.
+/// SLO (SLOs may end in different brackets, so these are not shared), plus
+/// one — and twice that for the gaps that inconclusive rates leave to
+/// bisect. A precision below 10⁻⁴ is counted as 10⁻⁴. This is the search's
+/// own safety bound ([`Search::run_bound`](crate::analyze::Search::run_bound)),
+/// so the estimate never promises fewer runs than the search may take.
 pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_count: usize) -> u32 {
     let ratio = max.0 / min.0;
     let bracketing = if ratio.is_finite() && ratio > 1.0 {
-        ratio.log2().ceil() as u32 + 1
+        ratio.log2().ceil() as u32 + 2
     } else {
-        1
+        2
     };
     let precision = if precision.0.is_finite() {
-        precision.0.clamp(1e-6, 1.0)
+        precision.0.clamp(1e-4, 1.0)
     } else {
         1.0
     };
-    let bisection = (1.0 / precision).log2().ceil() as u32;
+    let bisection = (1.0 / precision).log2().ceil() as u32 + 1;
     let slo_count = u32::try_from(slo_count.max(1)).unwrap_or(u32::MAX);
-    bracketing.saturating_add(slo_count.saturating_mul(bisection))
+    bracketing.saturating_add(2u32.saturating_mul(slo_count).saturating_mul(bisection))
 }
 
 fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
@@ -733,8 +736,9 @@ mod tests {
                 Fraction(0.05)
             )
         );
-        // Bracketing: ⌈log2(128)⌉ + 1 = 8; bisection: ⌈log2(20)⌉ = 5 per SLO, 2 SLOs.
-        assert_eq!(*max_runs, 8 + 2 * 5);
+        // Bracketing: ⌈log2(128)⌉ + 2 = 9; bisection: ⌈log2(20)⌉ + 1 = 6 per
+        // SLO, twice over (inconclusive gaps), 2 SLOs.
+        assert_eq!(*max_runs, 9 + 2 * 2 * 6);
         assert_eq!(template.id, "h100-vllm--chat--r0.500");
         assert_eq!(
             template.load,
@@ -754,26 +758,36 @@ mod tests {
     fn search_run_bounds() {
         let bound =
             |min, max, p, slos| search_max_runs(RatePerS(min), RatePerS(max), Fraction(p), slos);
-        assert_eq!(bound(1.0, 2.0, 0.5, 1), 2 + 1);
-        assert_eq!(bound(1.0, 3.0, 0.1, 1), 3 + 4);
+        assert_eq!(bound(1.0, 2.0, 0.5, 1), 3 + 2 * 2);
+        assert_eq!(bound(1.0, 3.0, 0.1, 1), 4 + 2 * 5);
         assert_eq!(
             bound(1.0, 64.0, 0.05, 0),
-            7 + 5,
+            8 + 2 * 6,
             "no SLO still counts one search"
         );
         assert_eq!(
             bound(4.0, 4.0, 0.05, 1),
-            1 + 5,
-            "degenerate range: one bracketing run"
+            2 + 2 * 6,
+            "degenerate range: the bracketing runs"
         );
-        assert_eq!(bound(1.0, 2.0, 0.0, 1), 2 + 20, "precision floored at 1e-6");
+        assert_eq!(
+            bound(1.0, 2.0, 0.0, 1),
+            3 + 2 * 15,
+            "precision floored at 1e-4"
+        );
+        // The plan's bound is the search's own.
+        assert_eq!(
+            bound(0.5, 64.0, 0.05, 2),
+            crate::analyze::Search::new(0.5, 64.0, 0.05, None, vec!["a".into(), "b".into()])
+                .max_runs()
+        );
     }
 
     #[test]
     fn estimate_sums_duration_runs() {
         let plan = build(&experiment());
-        // Closed: 8 × (10 + 60 + 2); open: 18 × (15 + 120 + 2).
-        let card_s = 8.0 * 72.0 + 18.0 * 137.0;
+        // Closed: 8 × (10 + 60 + 2); open: 33 × (15 + 120 + 2).
+        let card_s = 8.0 * 72.0 + 33.0 * 137.0;
         for card in &plan.cards {
             assert!(
                 (card.estimated_wall_time_s - card_s).abs() < 1e-9,
@@ -830,18 +844,18 @@ mod tests {
         let table = render_table(&build(&e), &e);
         for needle in [
             "experiment \"support-chat\"  seed 7",
-            "h100-vllm × chat  (est. ≤ 50m 42s)",
+            "h100-vllm × chat  (est. ≤ 1h 25m)",
             "what-if × multi-turn",
             "concurrency 1 2 4 8 16 32 64 128",
             "warmup 10s + 1m per level",
             "search 0.5–64 req/s, poisson, precision 5%",
             "search 0.5–64 conversations/s, poisson, precision 5%",
             "warmup 15s + 2m per rate",
-            "≤ 18 runs",
+            "≤ 33 runs",
             "interactive  ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%",
             "batch        e2e p95≤2m",
-            "4 cards (2 targets × 2 workloads), 32 closed runs, up to 72 open runs",
-            "estimated wall time ≤ 3h 23m",
+            "4 cards (2 targets × 2 workloads), 32 closed runs, up to 132 open runs",
+            "estimated wall time ≤ 5h 40m",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");
         }
@@ -861,7 +875,7 @@ mod tests {
         );
         assert_eq!(column(closed_line, "runs"), column(open_line, "runs"));
         assert!(closed_line.contains("9m 36s"), "{closed_line}");
-        assert!(open_line.contains("≤ 41m 6s"), "{open_line}");
+        assert!(open_line.contains("≤ 1h 15m"), "{open_line}");
         assert!(!table.contains("requests` stops"));
     }
 

@@ -8,6 +8,7 @@ mod data;
 mod diff;
 mod e2e;
 mod engines;
+mod erlang_c;
 mod report;
 mod sim;
 mod support;
