@@ -571,6 +571,30 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             unsteady.join(", ")
         ));
     }
+    let tasks_failed: Vec<String> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter(|s| s.tasks_failed > 0)
+        .map(|s| {
+            let at = match (s.concurrency, s.rate_rps) {
+                (Some(c), _) => format!("c={c}"),
+                (_, Some(r)) => format!("{} rps", fmt_rate(r)),
+                _ => s.run_id.clone(),
+            };
+            format!(
+                "{at}: {} of {} succeeded",
+                s.tasks,
+                s.tasks + s.tasks_failed
+            )
+        })
+        .collect();
+    if !tasks_failed.is_empty() {
+        notes.push(format!(
+            "tasks failed by one of their calls (each counts beyond every task-e2e bound): {}",
+            tasks_failed.join(", ")
+        ));
+    }
     let extended: Vec<String> = card
         .closed
         .iter()
@@ -870,6 +894,66 @@ mod tests {
             "{note}"
         );
         assert!(!note.contains("r2.000"), "{note}");
+    }
+
+    #[test]
+    fn repetitions_take_the_median_level_and_all_verdicts() {
+        let exp = experiment();
+        let mut sweep = closed_sweep();
+        // A second repetition of every level, 10% faster; a third, 10% slower.
+        for (r, factor) in [(2, 1.1), (3, 0.9)] {
+            for level in closed_sweep() {
+                sweep.push(RunSummary {
+                    repetition: crate::analyze::Repetition(r),
+                    output_tokens_per_s: level.output_tokens_per_s * factor,
+                    ..level
+                });
+            }
+        }
+        let mut failing_rep = open_run(4.0, false);
+        failing_rep.repetition = crate::analyze::Repetition(2);
+        let open = vec![open_run(2.0, true), open_run(4.0, true), failing_rep];
+        let card = build_card(&exp, &target(), &workload(), None, sweep, open);
+        let single = build_card(&exp, &target(), &workload(), None, closed_sweep(), vec![]);
+        // The median run of each level is the first repetition's.
+        assert_eq!(card.cr_closed, single.cr_closed);
+        // 4 rps passed once and failed once: it fails.
+        assert_eq!(card.cr_open[0].rps, Some(2.0));
+        assert_eq!(card.cr_open[0].failed_at_rps, Some(4.0));
+        let spread = card.repeat.as_ref().expect("spread");
+        assert_eq!(spread.repetitions, 3);
+        let top = spread.levels.last().unwrap();
+        assert_eq!(top.runs, 3);
+        let x = single.closed.last().unwrap().output_tokens_per_s;
+        assert!((top.output_tokens_per_s[0] - 0.9 * x).abs() < 1e-9);
+        assert!((top.output_tokens_per_s[1] - x).abs() < 1e-9);
+        assert!((top.output_tokens_per_s[2] - 1.1 * x).abs() < 1e-9);
+        assert_eq!(spread.cr_closed.len(), 3);
+        // Alone: rep 1 passed 2 and 4; rep 2 ran only the failing 4; rep 3 no rate.
+        assert_eq!(spread.cr_open[0].rps, vec![Some(4.0), None, None]);
+        assert!(single.repeat.is_none());
+    }
+
+    #[test]
+    fn failed_tasks_are_noted() {
+        let mut run = open_run(2.0, true);
+        run.tasks = 90;
+        run.tasks_failed = 10;
+        let card = build_card(
+            &experiment(),
+            &target(),
+            &workload(),
+            None,
+            vec![],
+            vec![run],
+        );
+        assert!(
+            card.notes
+                .iter()
+                .any(|n| n.contains("tasks failed") && n.contains("2 rps: 90 of 100 succeeded")),
+            "{:?}",
+            card.notes
+        );
     }
 
     #[test]
