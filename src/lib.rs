@@ -22,6 +22,7 @@ pub mod diff;
 pub mod exec;
 pub mod folder;
 pub mod plan;
+pub mod profile;
 pub mod report;
 pub mod runner;
 pub mod sim;
