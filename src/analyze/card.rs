@@ -79,7 +79,9 @@ pub fn build_card(
             .collect()
     };
     let (crossp, cr_closed) = decide_closed(&median_per_level(&closed));
-    let cr_open = decide_open(&combined_per_rate(&open));
+    let per_rate = combined_per_rate(&open);
+    let cr_open = decide_open(&per_rate);
+    let frontier = super::frontier::frontiers(&per_rate);
     let repetitions = closed
         .iter()
         .chain(&open)
@@ -146,6 +148,7 @@ pub fn build_card(
         cr_open,
         sizing,
         repeat,
+        frontier,
         notes: vec![],
         telemetry_notes: vec![],
         limits: Default::default(),

@@ -7,6 +7,7 @@
 
 pub mod card;
 pub mod crossp;
+pub mod frontier;
 pub mod interval;
 pub mod knee;
 pub mod search;
@@ -348,6 +349,10 @@ pub struct Card {
     /// every repetition passed, a failure if any failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<RepeatSpread>,
+    /// Per latency clause of each SLO: the largest measured rate that would
+    /// pass as a function of the bound (see [`frontier`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frontier: Vec<frontier::Frontier>,
     /// What is missing or questionable, in plain language.
     pub notes: Vec<String>,
     /// Telemetry gaps and server/client disagreements, in plain language.

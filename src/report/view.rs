@@ -1110,6 +1110,7 @@ mod tests {
             cr_open: vec![],
             sizing: vec![],
             repeat: None,
+            frontier: vec![],
             notes: vec![],
             telemetry_notes: vec![],
             limits: BTreeMap::new(),

@@ -106,6 +106,17 @@ fn run_then_report_on_the_simulator() {
         card.crossp.is_some(),
         "CrossP reached in a 1..64 sweep of the tiny sim"
     );
+    // The SLO frontier: one curve per latency clause, monotone.
+    assert_eq!(card.frontier.len(), 3, "{:?}", card.frontier);
+    for f in &card.frontier {
+        assert!(
+            f.points
+                .windows(2)
+                .all(|w| w[0].bound_ms < w[1].bound_ms && w[0].rps < w[1].rps)
+        );
+    }
+    let card_md = std::fs::read_to_string(out.join("tiny-sim--chat-small.md")).unwrap();
+    assert!(card_md.contains("### SLO frontier"), "{card_md}");
     let cr_closed = card.cr_closed.as_ref().expect("Cr_closed measured");
     assert!(cr_closed.range[0] <= cr_closed.range[1]);
     let cr_open = &card.cr_open[0];
