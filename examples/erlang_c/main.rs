@@ -44,6 +44,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
+use capcard::sim::http::{Api, Framer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -396,12 +397,6 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Api {
-    Completions,
-    Chat,
-}
-
 /// Whitespace-separated words: the prompt size reported in `usage`.
 fn words(text: &str) -> u32 {
     text.split_whitespace().count() as u32
@@ -524,14 +519,7 @@ async fn generate(
         *n += 1;
         *n
     };
-    let framer = Framer {
-        api,
-        id: match api {
-            Api::Completions => format!("cmpl-{id:016x}"),
-            Api::Chat => format!("chatcmpl-{id:016x}"),
-        },
-        created: unix_now(),
-    };
+    let framer = Framer::new(api, id, unix_now(), MODEL);
     if stream {
         stream_response(rx, framer, prompt, include_usage)
     } else {
@@ -616,77 +604,6 @@ async fn serve_one(
     drop(permit);
 }
 
-/// The wire format of capcard's simulator (src/sim/http.rs), vLLM-style.
-struct Framer {
-    api: Api,
-    id: String,
-    created: u64,
-}
-
-impl Framer {
-    fn head(&self, chunk: bool) -> String {
-        let object = match (self.api, chunk) {
-            (Api::Completions, _) => "text_completion",
-            (Api::Chat, true) => "chat.completion.chunk",
-            (Api::Chat, false) => "chat.completion",
-        };
-        format!(
-            "{{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":\"{MODEL}\"",
-            self.id, self.created
-        )
-    }
-
-    fn token_event(&self, out: &mut String, text: &str, finish: bool) {
-        let text = Value::String(text.to_string());
-        let finish = if finish { "\"length\"" } else { "null" };
-        let head = self.head(true);
-        match self.api {
-            Api::Completions => out.push_str(&format!(
-                "data: {head},\"choices\":[{{\"index\":0,\"text\":{text},\"logprobs\":null,\"finish_reason\":{finish},\"stop_reason\":null}}]}}\n\n"
-            )),
-            Api::Chat => out.push_str(&format!(
-                "data: {head},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{text}}},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
-            )),
-        }
-    }
-
-    fn role_event(&self, out: &mut String) {
-        let head = self.head(true);
-        out.push_str(&format!(
-            "data: {head},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
-        ));
-    }
-
-    fn usage_json(prompt: u32, completion: u32) -> String {
-        format!(
-            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}",
-            u64::from(prompt) + u64::from(completion)
-        )
-    }
-
-    fn usage_event(&self, out: &mut String, prompt: u32, completion: u32) {
-        let head = self.head(true);
-        let usage = Self::usage_json(prompt, completion);
-        out.push_str(&format!(
-            "data: {head},\"choices\":[],\"usage\":{usage}}}\n\n"
-        ));
-    }
-
-    fn full_response(&self, text: &str, prompt: u32, completion: u32) -> String {
-        let head = self.head(false);
-        let text = Value::String(text.to_string());
-        let usage = Self::usage_json(prompt, completion);
-        match self.api {
-            Api::Completions => format!(
-                "{head},\"choices\":[{{\"index\":0,\"text\":{text},\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}}],\"usage\":{usage}}}"
-            ),
-            Api::Chat => format!(
-                "{head},\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":{text}}},\"logprobs\":null,\"finish_reason\":\"length\"}}],\"usage\":{usage}}}"
-            ),
-        }
-    }
-}
-
 struct Sse {
     rx: mpsc::UnboundedReceiver<Event>,
     framer: Framer,
@@ -703,11 +620,14 @@ async fn next_sse(mut st: Sse) -> Option<(Result<Bytes, std::io::Error>, Sse)> {
     let mut out = String::new();
     match st.rx.recv().await? {
         Event::Token { index, finish } => {
-            if st.framer.api == Api::Chat && index == 0 {
+            if st.framer.api() == Api::Chat && index == 0 {
                 st.framer.role_event(&mut out);
             }
-            st.framer
-                .token_event(&mut out, WORDS[index as usize % WORDS.len()], finish);
+            st.framer.token_event(
+                &mut out,
+                WORDS[index as usize % WORDS.len()],
+                finish.then_some("length"),
+            );
             st.sent += 1;
         }
         Event::Done => {
@@ -768,7 +688,7 @@ async fn full_response(
                         header::CONTENT_TYPE,
                         HeaderValue::from_static("application/json"),
                     )],
-                    framer.full_response(&text, prompt, completion),
+                    framer.full_response(&text, "length", prompt, completion),
                 )
                     .into_response();
             }

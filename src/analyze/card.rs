@@ -163,9 +163,8 @@ pub fn build_card(
     card
 }
 
-/// One summary per closed level: with repetitions, the level's median run
-/// by output tok/s among its stable, valid runs (any run if none is).
-fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
+/// Closed runs grouped by concurrency, ascending.
+fn by_level(closed: &[RunSummary]) -> BTreeMap<u32, Vec<&RunSummary>> {
     let mut levels: BTreeMap<u32, Vec<&RunSummary>> = BTreeMap::new();
     for run in closed {
         levels
@@ -173,6 +172,22 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
             .or_default()
             .push(run);
     }
+    levels
+}
+
+/// Where a run was measured, for a note: `"c=8"`, `"4 rps"`.
+fn level_label(s: &RunSummary) -> String {
+    match (s.concurrency, s.rate_rps) {
+        (Some(c), _) => format!("c={c}"),
+        (_, Some(r)) => format!("{} rps", fmt_rate(r)),
+        _ => s.run_id.clone(),
+    }
+}
+
+/// One summary per closed level: with repetitions, the level's median run
+/// by output tok/s among its stable, valid runs (any run if none is).
+fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
+    let levels = by_level(closed);
     levels
         .into_values()
         .filter_map(|runs| {
@@ -223,13 +238,7 @@ fn combined_per_rate(open: &[RunSummary]) -> Vec<RunSummary> {
 }
 
 fn level_spread(closed: &[RunSummary]) -> Vec<LevelSpread> {
-    let mut levels: BTreeMap<u32, Vec<&RunSummary>> = BTreeMap::new();
-    for run in closed {
-        levels
-            .entry(run.concurrency.unwrap_or(0))
-            .or_default()
-            .push(run);
-    }
+    let levels = by_level(closed);
     let spread = |mut v: Vec<f64>| -> [f64; 3] {
         v.sort_by(f64::total_cmp);
         match (v.first(), v.last()) {
@@ -556,11 +565,7 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
         .chain(&card.open)
         .filter(|s| s.state == super::RunState::Backlogged)
         .map(|s| {
-            let at = match (s.concurrency, s.rate_rps) {
-                (Some(c), _) => format!("c={c}"),
-                (_, Some(r)) => format!("{} rps", fmt_rate(r)),
-                _ => s.run_id.clone(),
-            };
+            let at = level_label(s);
             match &s.state_reason {
                 Some(why) => format!("{at} ({why})"),
                 None => at,
@@ -580,11 +585,7 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
         .chain(&card.open)
         .filter(|s| s.tasks_failed > 0)
         .map(|s| {
-            let at = match (s.concurrency, s.rate_rps) {
-                (Some(c), _) => format!("c={c}"),
-                (_, Some(r)) => format!("{} rps", fmt_rate(r)),
-                _ => s.run_id.clone(),
-            };
+            let at = level_label(s);
             format!(
                 "{at}: {} of {} succeeded",
                 s.tasks,

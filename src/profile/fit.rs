@@ -507,32 +507,28 @@ mod tests {
         assert_eq!(fit_lengths(&[5.0, 5.0, 5.0]), None);
     }
 
-    #[test]
-    fn arrival_cv_and_process() {
-        // Poisson at 4/s: CV ≈ 1.
-        let gaps = draw(Exp::new(4.0).unwrap(), 7);
-        let ts: Vec<f64> = gaps
-            .iter()
+    /// Arrival instants from the gaps between them.
+    fn arrivals(gaps: &[f64]) -> Vec<f64> {
+        gaps.iter()
             .scan(0.0, |t, g| {
                 *t += g;
                 Some(*t)
             })
-            .collect();
-        let fit = fit_arrivals(&ts).unwrap();
+            .collect()
+    }
+
+    #[test]
+    fn arrival_cv_and_process() {
+        // Poisson at 4/s: CV ≈ 1.
+        let gaps = draw(Exp::new(4.0).unwrap(), 7);
+        let fit = fit_arrivals(&arrivals(&gaps)).unwrap();
         assert!(within(fit.mean_rps, 4.0, 0.05), "{fit:?}");
         assert!(within(fit.cv, 1.0, 0.05), "{fit:?}");
         assert_eq!(fit.process, "poisson");
         assert!(fit.peak_rps_10s >= fit.peak_rps_1m && fit.peak_rps_1m >= fit.mean_rps * 0.9);
         // Gamma gaps with shape 0.25: CV = 2.
         let gaps = draw(Gamma::new(0.25, 1.0).unwrap(), 8);
-        let ts: Vec<f64> = gaps
-            .iter()
-            .scan(0.0, |t, g| {
-                *t += g;
-                Some(*t)
-            })
-            .collect();
-        let fit = fit_arrivals(&ts).unwrap();
+        let fit = fit_arrivals(&arrivals(&gaps)).unwrap();
         assert!(within(fit.cv, 2.0, 0.05), "{fit:?}");
         let cv: f64 = fit.process["gamma cv=".len()..].parse().unwrap();
         assert!(

@@ -461,8 +461,9 @@ struct ChatBody {
     common: CommonParams,
 }
 
+/// Which OpenAI endpoint a response answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Api {
+pub enum Api {
     Completions,
     Chat,
 }
@@ -580,8 +581,10 @@ impl Drop for AbortGuard {
     }
 }
 
-/// Serialises response chunks; the JSON prefix is built once per request.
-struct Framer {
+/// Serialises response chunks in vLLM's wire format; the JSON prefix is
+/// built once per request. Public so scripted servers (`examples/erlang_c`)
+/// speak exactly what the simulator speaks.
+pub struct Framer {
     api: Api,
     id: String,
     created: u64,
@@ -589,6 +592,24 @@ struct Framer {
 }
 
 impl Framer {
+    /// The framer of response number `serial` (ids `cmpl-…`/`chatcmpl-…`),
+    /// created at `created` (Unix seconds), for `model`.
+    pub fn new(api: Api, serial: u64, created: u64, model: &str) -> Framer {
+        Framer {
+            api,
+            id: match api {
+                Api::Completions => format!("cmpl-{serial:016x}"),
+                Api::Chat => format!("chatcmpl-{serial:016x}"),
+            },
+            created,
+            model: model.to_string(),
+        }
+    }
+
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
     fn object(&self, chunk: bool) -> &'static str {
         match (self.api, chunk) {
             (Api::Completions, _) => "text_completion",
@@ -612,7 +633,7 @@ impl Framer {
     }
 
     /// `data: {...}` for one streamed token.
-    fn token_event(&self, out: &mut String, text: &str, finish: Option<&str>) {
+    pub fn token_event(&self, out: &mut String, text: &str, finish: Option<&str>) {
         let text = Value::String(text.to_string());
         let finish = Self::finish_json(finish);
         let head = self.head(true);
@@ -627,7 +648,7 @@ impl Framer {
     }
 
     /// The chat role chunk vLLM sends before the first content token.
-    fn role_event(&self, out: &mut String) {
+    pub fn role_event(&self, out: &mut String) {
         let head = self.head(true);
         out.push_str(&format!(
             "data: {head},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
@@ -641,7 +662,8 @@ impl Framer {
         )
     }
 
-    fn usage_event(&self, out: &mut String, prompt: u32, completion: u32) {
+    /// The final chunk with `usage` (when `stream_options.include_usage`).
+    pub fn usage_event(&self, out: &mut String, prompt: u32, completion: u32) {
         let head = self.head(true);
         let usage = Self::usage_json(prompt, completion);
         out.push_str(&format!(
@@ -649,7 +671,8 @@ impl Framer {
         ));
     }
 
-    fn full_response(&self, text: &str, finish: &str, prompt: u32, completion: u32) -> String {
+    /// A whole non-streamed response.
+    pub fn full_response(&self, text: &str, finish: &str, prompt: u32, completion: u32) -> String {
         let head = self.head(false);
         let text = Value::String(text.to_string());
         let usage = Self::usage_json(prompt, completion);
@@ -742,18 +765,11 @@ async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams)
         commands: s.commands.clone(),
         done: false,
     };
-    let framer = Framer {
-        api,
-        id: match api {
-            Api::Completions => format!("cmpl-{:016x}", id.0),
-            Api::Chat => format!("chatcmpl-{:016x}", id.0),
-        },
-        created: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        model: s.model.clone(),
-    };
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let framer = Framer::new(api, id.0, created, &s.model);
     if p.stream.unwrap_or(false) {
         let include_usage = p
             .stream_options

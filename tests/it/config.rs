@@ -368,6 +368,16 @@ fn search_min_not_below_max() {
 }
 
 #[test]
+fn verdict_settings_out_of_range() {
+    insta::assert_snapshot!(errors(
+        "verdicts.kdl",
+        &with_base(
+            r#"open { search min=1 max=8; duration "10s"; confidence "100%"; repeat 0; budget "-1m" }"#
+        )
+    ));
+}
+
+#[test]
 fn sizing_naming_a_missing_slo() {
     insta::assert_snapshot!(errors(
         "sizing.kdl",
