@@ -197,9 +197,33 @@ pub fn ks_statistic(xs: &[f64], cdf: impl Fn(f64) -> Option<f64>) -> f64 {
     d
 }
 
-/// The CDF of a fitted family at `x`.
+/// The CDF `P(X ≤ x)` of a distribution at `x`, before any `min`/`max`
+/// clamp: the law [`crate::workload::dist::sample`] draws from. `fixed` is
+/// a step at its value, `uniform` is continuous on `[min, max]` (count
+/// draws round it, like every other kind), and `empirical` is the step CDF
+/// of its weighted points, with weights read as the sampler reads them.
+/// `None` only for an empirical table with no points.
 pub fn cdf(kind: &DistKind, x: f64) -> Option<f64> {
     Some(match *kind {
+        DistKind::Fixed { value } => {
+            if x >= value {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        DistKind::Uniform { min, max } => {
+            let (lo, hi) = if min <= max { (min, max) } else { (max, min) };
+            if x < lo {
+                0.0
+            } else if x >= hi {
+                1.0
+            } else {
+                // lo ≤ x < hi, so hi > lo: no division by zero.
+                (x - lo) / (hi - lo)
+            }
+        }
+        DistKind::Empirical { ref points } => return empirical_cdf(points, x),
         DistKind::LogNormal { median, sigma } if x > 0.0 => {
             normal_cdf((x.ln() - median.ln()) / sigma)
         }
@@ -219,8 +243,30 @@ pub fn cdf(kind: &DistKind, x: f64) -> Option<f64> {
                 regularized_gamma_p(shape, x / scale)
             }
         }
-        _ => return None,
     })
+}
+
+/// The step CDF of `(value, weight)` points as the sampler draws them:
+/// weights that are negative or not finite count as zero, and with no
+/// positive weight every point is equally likely.
+fn empirical_cdf(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    if points.is_empty() {
+        return None;
+    }
+    let usable = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+    let total: f64 = points.iter().map(|(_, w)| usable(*w)).sum();
+    let weight = |w: f64| if total > 0.0 { usable(w) } else { 1.0 };
+    let total = if total > 0.0 {
+        total
+    } else {
+        points.len() as f64
+    };
+    let below: f64 = points
+        .iter()
+        .filter(|(v, _)| *v <= x)
+        .map(|(_, w)| weight(*w))
+        .sum();
+    Some((below / total).min(1.0))
 }
 
 /// What the arrivals of a log look like.
@@ -505,6 +551,39 @@ mod tests {
             (fit.min.round(), true)
         );
         assert_eq!(fit_lengths(&[5.0, 5.0, 5.0]), None);
+    }
+
+    #[test]
+    fn cdf_of_fixed_uniform_and_empirical() {
+        let fixed = DistKind::Fixed { value: 5.0 };
+        assert_eq!((cdf(&fixed, 4.9), cdf(&fixed, 5.0)), (Some(0.0), Some(1.0)));
+        // Bounds given the wrong way round read as the sampler reads them.
+        let uniform = DistKind::Uniform {
+            min: 30.0,
+            max: 10.0,
+        };
+        let at = |x| cdf(&uniform, x);
+        assert_eq!(
+            (at(5.0), at(15.0), at(30.0)),
+            (Some(0.0), Some(0.25), Some(1.0))
+        );
+        let point = DistKind::Uniform { min: 3.0, max: 3.0 };
+        assert_eq!((cdf(&point, 2.0), cdf(&point, 3.0)), (Some(0.0), Some(1.0)));
+        // Steps of 1/4, 1/4 and 1/2 at 10, 20 and 40; a negative weight is 0.
+        let table = DistKind::Empirical {
+            points: vec![(20.0, 1.0), (10.0, 1.0), (40.0, 2.0), (30.0, -1.0)],
+        };
+        let at = |x| cdf(&table, x);
+        assert_eq!(
+            [at(9.0), at(10.0), at(19.9), at(20.0), at(35.0), at(40.0)],
+            [0.0, 0.25, 0.25, 0.5, 0.5, 1.0].map(Some)
+        );
+        // No positive weight: equally likely points; no points: no law.
+        let unweighted = DistKind::Empirical {
+            points: vec![(1.0, 0.0), (2.0, f64::NAN)],
+        };
+        assert_eq!(cdf(&unweighted, 1.5), Some(0.5));
+        assert_eq!(cdf(&DistKind::Empirical { points: vec![] }, 1.0), None);
     }
 
     /// Arrival instants from the gaps between them.
