@@ -89,6 +89,33 @@ pub enum Command {
         #[arg(long, value_name = "PCT")]
         fail_on_regression: Option<f64>,
     },
+    /// Fit a workload from recorded traffic: lengths, arrivals, prefix reuse
+    /// and conversations, written as a ready-to-run experiment.
+    ///
+    /// Reads Mooncake JSONL, BurstGPT CSV, request logs (JSONL or a JSON
+    /// array, one record per request), ShareGPT conversations and capcard's
+    /// own journals, detected by content. No prompt text is copied out.
+    Profile {
+        /// Log files; several are pooled (each keeps its own time line).
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        /// Write the experiment (KDL) here instead of to stdout.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Print the profile as JSON (schema capcard/profile/v1) to stdout.
+        #[arg(long)]
+        json: bool,
+        /// Write a markdown report with histograms, fitted curves and the
+        /// arrival rate over time into this folder.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
+        /// Name of the experiment and workload written.
+        #[arg(long, default_value = "profiled")]
+        name: String,
+        /// Tokens per hash-id block (Mooncake publishes 512).
+        #[arg(long, default_value_t = 512)]
+        block_tokens: u32,
+    },
     /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C.
     Sim {
         /// Preset (see --list).

@@ -66,6 +66,23 @@ fn main() -> ExitCode {
             out,
             fail_on_regression,
         } => diff_cmd(&a, &b, out.as_deref(), fail_on_regression),
+        Command::Profile {
+            logs,
+            out,
+            json,
+            report,
+            name,
+            block_tokens,
+        } => profile_cmd(
+            capcard::profile::load::ProfileRequest {
+                logs,
+                block_tokens,
+                name,
+            },
+            out.as_deref(),
+            json,
+            report.as_deref(),
+        ),
         Command::Sim {
             preset,
             listen,
@@ -165,6 +182,43 @@ fn diff_cmd(
             fail_on_regression.unwrap_or(0.0)
         );
         return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
+}
+
+fn profile_cmd(
+    request: capcard::profile::load::ProfileRequest,
+    out: Option<&std::path::Path>,
+    json: bool,
+    report: Option<&std::path::Path>,
+) -> ExitCode {
+    use capcard::profile::load;
+    let output = match load::run(&request) {
+        Ok(output) => output,
+        Err(e) => return fail(e, 1),
+    };
+    if let Some(path) = out {
+        if let Err(e) = load::write(path, &output.experiment) {
+            return fail(e, 1);
+        }
+        eprintln!("experiment: {}", path.display());
+    }
+    if let Some(dir) = report {
+        match load::write_report(&output, dir) {
+            Ok(markdown) => eprintln!("report: {}", markdown.display()),
+            Err(e) => return fail(e, 1),
+        }
+    }
+    if json {
+        match serde_json::to_string_pretty(&output.profile.to_json()) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else if out.is_none() {
+        print!("{}", output.experiment);
     }
     ExitCode::SUCCESS
 }

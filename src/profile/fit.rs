@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::DistKind;
 
-/// Quantiles kept by an `empirical` fit.
+/// Most distinct values an `empirical` fit keeps exactly (more are binned).
 pub const EMPIRICAL_POINTS: usize = 20;
 /// KS critical value coefficient at the 1% level: `D_crit = 1.63 / √n`.
 pub const KS_CRITICAL_1PCT: f64 = 1.63;
@@ -170,15 +170,41 @@ fn fit_gamma(xs: &[f64]) -> Option<DistKind> {
     })
 }
 
-/// The quantiles of the data at `EMPIRICAL_POINTS` evenly spaced levels,
-/// equally weighted.
+/// An empirical table of sorted `xs`. Up to `EMPIRICAL_POINTS` distinct
+/// values — counts such as turns — are kept exactly, weighted by
+/// their frequency. Otherwise each point is the median of a quantile bin
+/// weighted by the bin's probability: 5% bins up to the 95th percentile,
+/// then 95–99%, 99–99.9% and the last 0.1%, so the tail a capacity test
+/// cares about survives the table.
 fn empirical(xs: &[f64]) -> DistKind {
     let n = xs.len();
-    let points = (0..EMPIRICAL_POINTS)
-        .map(|i| {
-            let q = (i as f64 + 0.5) / EMPIRICAL_POINTS as f64;
-            let idx = ((q * n as f64) as usize).min(n - 1);
-            (xs[idx].round(), 1.0)
+    // Token counts are whole; times are not, and keep their fractions.
+    let whole = xs.iter().all(|x| x.fract() == 0.0);
+    let value = |x: f64| if whole { x.round() } else { x };
+    let mut distinct: Vec<(f64, f64)> = Vec::new();
+    for v in xs.iter().map(|x| value(*x)) {
+        match distinct.last_mut() {
+            Some(last) if last.0 == v => last.1 += 1.0,
+            _ => distinct.push((v, 1.0)),
+        }
+        if distinct.len() > EMPIRICAL_POINTS {
+            break;
+        }
+    }
+    if distinct.len() <= EMPIRICAL_POINTS {
+        return DistKind::Empirical { points: distinct };
+    }
+    let mut edges: Vec<f64> = (0..=19).map(|i| f64::from(i) * 0.05).collect();
+    edges.extend([0.99, 0.999, 1.0]);
+    let at = |q: f64| xs[((q * n as f64) as usize).min(n - 1)];
+    let points = edges
+        .windows(2)
+        .map(|w| {
+            let bin = w[1] - w[0];
+            (
+                value(at((w[0] + w[1]) / 2.0)),
+                (bin * 1000.0).round() / 1000.0,
+            )
         })
         .collect();
     DistKind::Empirical { points }
@@ -307,11 +333,7 @@ pub fn fit_arrivals(timestamps_s: &[f64]) -> Option<ArrivalFit> {
     } else {
         0.0
     };
-    let process = if (0.8..=1.25).contains(&cv) {
-        "poisson".to_string()
-    } else {
-        format!("gamma cv={}", (cv * 100.0).round() / 100.0)
-    };
+    let process = recommended_process(cv);
     Some(ArrivalFit {
         n,
         mean_rps: (n - 1) as f64 / span,
@@ -320,6 +342,16 @@ pub fn fit_arrivals(timestamps_s: &[f64]) -> Option<ArrivalFit> {
         cv,
         process,
     })
+}
+
+/// The arrival process for a gap CV: `poisson` within 0.8–1.25, else
+/// `gamma cv=` with the CV to two decimals.
+pub fn recommended_process(cv: f64) -> String {
+    if (0.8..=1.25).contains(&cv) {
+        "poisson".to_string()
+    } else {
+        format!("gamma cv={}", (cv * 100.0).round() / 100.0)
+    }
 }
 
 /// Most arrivals in any window of `window_s` starting at an arrival, per
@@ -545,7 +577,19 @@ mod tests {
         let DistKind::Empirical { points } = &fit.kind else {
             panic!()
         };
-        assert_eq!(points.len(), EMPIRICAL_POINTS);
+        // 5% bins to the 95th percentile, then 95-99, 99-99.9, 99.9-100.
+        assert_eq!(points.len(), 22);
+        let total: f64 = points.iter().map(|p| p.1).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+        assert!(points[21].0 > 2000.0, "the tail survives: {points:?}");
+        // Few distinct values are kept exactly, with their frequencies.
+        let turns = [1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 7.0];
+        assert_eq!(
+            empirical(&turns),
+            DistKind::Empirical {
+                points: vec![(1.0, 3.0), (2.0, 2.0), (3.0, 1.0), (7.0, 1.0)]
+            }
+        );
         assert_eq!(
             (fit.min.round(), fit.max.round() > 2000.0),
             (fit.min.round(), true)

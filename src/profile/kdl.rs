@@ -1,0 +1,429 @@
+//! A profile as a ready-to-run experiment (pure): the `workload` block and
+//! the `open { arrival … }` line the traffic calls for, inside a complete
+//! file that `capcard check` accepts, every fitted line commented with how
+//! it was fitted and on how many samples.
+//!
+//! What the log cannot say is not invented: the SLO is a marked draft to
+//! replace (the card's SLO frontier is where it gets negotiated), the
+//! target a simulated placeholder, and a quantity the log lacks (think time
+//! without timestamps, output lengths without usage) is a marked
+//! placeholder with the reason next to it.
+
+use std::fmt::Write;
+
+use crate::config::DistKind;
+
+use super::fit::{Family, KS_CRITICAL_1PCT, LengthFit};
+use super::{Profile, SHARED_PREFIX_MIN_FRACTION};
+
+/// Tokens or seconds: how a distribution's values are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Tokens,
+    Seconds,
+}
+
+/// The experiment file for `profile`, named `name` (a KDL string).
+pub fn experiment(profile: &Profile, name: &str) -> String {
+    let mut out = String::new();
+    let sources: Vec<String> = profile
+        .sources
+        .iter()
+        .map(|s| {
+            format!(
+                "{} ({}, {} requests)",
+                s.path,
+                s.format.label(),
+                group(s.requests)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "// Written by `capcard profile` from {}.",
+        sources.join(", ")
+    );
+    out.push_str(
+        "// Lengths: the family (lognormal, gamma, normal, exponential) with the smallest\n\
+         // Kolmogorov-Smirnov distance D, kept when D is under the 1% critical value\n\
+         // 1.63/sqrt(n); otherwise a table of the observed quantiles (`empirical`).\n\
+         // Clamps are the observed range. No prompt text from the log is in this file.\n",
+    );
+    for note in &profile.notes {
+        let _ = writeln!(out, "// Note: {note}.");
+    }
+    out.push('\n');
+    let _ = writeln!(out, "experiment {} {{", kdl_string(name));
+    let _ = writeln!(
+        out,
+        "    description {}",
+        kdl_string(&format!(
+            "Traffic profiled from {}",
+            profile
+                .sources
+                .iter()
+                .map(|s| s.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    );
+    out.push_str("    seed 1\n}\n\n");
+    out.push_str(
+        "// The replica to size. A placeholder: replace the `sim` line with\n\
+         // `endpoint \"http://127.0.0.1:8000/v1\"` to measure your server.\n\
+         target \"replica\" {\n    sim h100-llama3-8b\n}\n\n",
+    );
+
+    let _ = writeln!(out, "workload {} {{", kdl_string(name));
+    match &profile.input_tokens {
+        Some(fit) => line(&mut out, "    ", "input-tokens", fit, Unit::Tokens),
+        None => out.push_str(
+            "    input-tokens fixed 512                  // PLACEHOLDER: the log has too few input lengths to fit\n",
+        ),
+    }
+    match &profile.output_tokens {
+        Some(fit) => line(&mut out, "    ", "output-tokens", fit, Unit::Tokens),
+        None => out.push_str(
+            "    output-tokens fixed 128                 // PLACEHOLDER: the log records no output lengths\n",
+        ),
+    }
+    if let Some(prefix) = &profile.prefix {
+        let source = profile.prefix_source.unwrap_or("the log");
+        let facts = format!(
+            "from {source}: {} of requests start with a prefix shared across sessions ({} distinct, {} effective); an ideal prefix cache hits {} of prompt tokens; n={}",
+            percent(prefix.sharing_fraction),
+            group(prefix.distinct_prefixes),
+            prefix.groups,
+            percent(prefix.hit_fraction),
+            group(prefix.n),
+        );
+        if prefix.shared_tokens > 0 && prefix.sharing_fraction >= SHARED_PREFIX_MIN_FRACTION {
+            let _ = writeln!(
+                out,
+                "    shared-prefix tokens={} groups={}   // {facts}",
+                prefix.shared_tokens,
+                prefix.groups.max(1)
+            );
+        } else if prefix.shared_tokens > 0 {
+            let _ = writeln!(
+                out,
+                "    // shared-prefix tokens={} groups={} is left out: it would give every request a prefix; {facts}",
+                prefix.shared_tokens,
+                prefix.groups.max(1)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "    // no shared-prefix: no prompt starts with a prefix sent by another session ({facts})"
+            );
+        }
+    }
+    if let Some(sessions) = &profile.sessions {
+        let _ = writeln!(
+            out,
+            "    conversation {{                          // {} sessions; later turns re-send the history",
+            group(sessions.count)
+        );
+        match &sessions.turns {
+            Some(fit) => line(
+                &mut out,
+                "        ",
+                "turns",
+                &whole_turns(fit),
+                Unit::Tokens,
+            ),
+            None => out.push_str("        turns fixed 1\n"),
+        }
+        match &sessions.think_time {
+            Some(fit) => {
+                line(&mut out, "        ", "think-time", fit, Unit::Seconds);
+                if !sessions.think_time_excludes_answer {
+                    out.push_str(
+                        "        // think time includes the answer's own time: the log has no latencies\n",
+                    );
+                }
+            }
+            None => out.push_str(
+                "        think-time exponential mean=\"5s\"    // PLACEHOLDER: the log has no timestamps within sessions\n",
+            ),
+        }
+        out.push_str("    }\n");
+    }
+    out.push_str("}\n\n");
+
+    out.push_str(
+        "// DRAFT: an SLO is a promise to choose, not something a log can say. Replace\n\
+         // these bounds; the card's SLO frontier shows what each bound would allow.\n\
+         slo \"draft\" {\n    ttft p95=\"1s\"\n    e2e p95=\"30s\"\n    error-rate max=\"1%\"\n}\n\n",
+    );
+    out.push_str(
+        "// Closed loop: CrossP and Cr_closed of the replica on this traffic.\n\
+         closed {\n    concurrency 1 2 4 8 16 32 64 128\n    duration \"60s\"\n    warmup \"10s\"\n}\n\n",
+    );
+    out.push_str("open {\n");
+    match &profile.arrival {
+        Some(a) => {
+            let _ = writeln!(
+                out,
+                "    arrival {:<36}// {} {}/s on average, busiest minute {}/s, busiest 10 s {}/s; gap CV {:.2}; n={}",
+                a.process,
+                profile.arrival_unit(),
+                sig(a.mean_rps),
+                sig(a.peak_rps_1m),
+                sig(a.peak_rps_10s),
+                a.cv,
+                group(a.n),
+            );
+        }
+        None => out.push_str(
+            "    arrival poisson                         // PLACEHOLDER: the log has no usable timestamps\n",
+        ),
+    }
+    let unit = if profile.sessions.is_some() {
+        "conversations/s"
+    } else {
+        "requests/s"
+    };
+    let _ = writeln!(
+        out,
+        "    search min=0.25 max=256 precision=\"10%\"  // {unit}; Cr_open is the replica's, not the log's"
+    );
+    out.push_str("    duration \"120s\"\n    warmup \"15s\"\n}\n");
+    if let Some(a) = &profile.arrival {
+        // The demand to size for is the busiest minute, not the average.
+        let _ = writeln!(
+            out,
+            "\n// Demand: the log's busiest minute ({}/s, mean {}/s).\nsizing {{\n    target rps={} slo=draft\n    headroom \"30%\"\n}}",
+            sig(a.peak_rps_1m),
+            sig(a.mean_rps),
+            sig(a.peak_rps_1m.max(0.001)),
+        );
+    }
+    out
+}
+
+/// One fitted distribution line with its comment.
+fn line(out: &mut String, indent: &str, node: &str, fit: &LengthFit, unit: Unit) {
+    let (min, max) = match unit {
+        Unit::Tokens => (fit.min.floor().max(1.0), fit.max.ceil()),
+        Unit::Seconds => (fit.min, fit.max),
+    };
+    let clamps = format!("min={} max={}", value(min, unit), value(max, unit));
+    let critical = KS_CRITICAL_1PCT / (fit.n as f64).sqrt();
+    let observed = format!(
+        "observed mean {}, p50 {}, p99 {}",
+        shown(fit.mean, unit),
+        shown(fit.p50, unit),
+        shown(fit.p99, unit)
+    );
+    let quality = if let DistKind::Fixed { value: v } = fit.kind {
+        let _ = writeln!(
+            out,
+            "{indent}{node} fixed {}   // every value in the log is {}, n={}",
+            value(v, unit),
+            shown(v, unit),
+            group(fit.n)
+        );
+        return;
+    } else if fit.accepted {
+        format!(
+            "{}: KS D={:.3} <= {:.3} (1%), n={}; {observed}",
+            family_name(fit.family),
+            fit.ks_statistic,
+            critical,
+            group(fit.n)
+        )
+    } else {
+        format!(
+            "empirical table: no family passed KS at 1% (best D={:.3} > {:.3}), n={}; {observed}",
+            fit.ks_statistic,
+            critical,
+            group(fit.n)
+        )
+    };
+    match &fit.kind {
+        DistKind::Empirical { points } => {
+            let _ = writeln!(out, "{indent}{node} empirical {clamps} {{   // {quality}");
+            for (v, w) in merge_points(points) {
+                let _ = writeln!(
+                    out,
+                    "{indent}    value {} weight={}",
+                    value(v, unit),
+                    num(w)
+                );
+            }
+            let _ = writeln!(out, "{indent}}}");
+        }
+        kind => {
+            let law = law(kind, unit);
+            let _ = writeln!(out, "{indent}{node} {law} {clamps}   // {quality}");
+        }
+    }
+}
+
+/// Turn counts are whole: an empirical table's values are rounded (the
+/// generator rounds draws of any family).
+fn whole_turns(fit: &LengthFit) -> LengthFit {
+    let mut fit = fit.clone();
+    if let DistKind::Empirical { points } = &mut fit.kind {
+        for p in points.iter_mut() {
+            p.0 = p.0.round().max(1.0);
+        }
+    }
+    fit.min = fit.min.max(1.0);
+    fit
+}
+
+fn law(kind: &DistKind, unit: Unit) -> String {
+    match kind {
+        DistKind::LogNormal { median, sigma } => {
+            format!(
+                "lognormal median={} sigma={}",
+                value(*median, unit),
+                num(*sigma)
+            )
+        }
+        DistKind::Gamma { shape, scale } => {
+            format!("gamma shape={} scale={}", num(*shape), value(*scale, unit))
+        }
+        DistKind::Normal { mean, stddev } => {
+            format!(
+                "normal mean={} stddev={}",
+                value(*mean, unit),
+                value(*stddev, unit)
+            )
+        }
+        DistKind::Exponential { mean } => format!("exponential mean={}", value(*mean, unit)),
+        DistKind::Fixed { value: v } => format!("fixed {}", value(*v, unit)),
+        DistKind::Uniform { min, max } => {
+            format!(
+                "uniform min={} max={}",
+                value(*min, unit),
+                value(*max, unit)
+            )
+        }
+        DistKind::Empirical { .. } => "empirical".to_string(),
+    }
+}
+
+/// Equal values of an empirical table become one value with their weights summed.
+fn merge_points(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for &(v, w) in points {
+        match merged.last_mut() {
+            Some(last) if last.0 == v => last.1 += w,
+            _ => merged.push((v, w)),
+        }
+    }
+    merged
+}
+
+/// A value in the file's syntax: whole tokens, or a duration string.
+fn value(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Tokens => format!("{}", v.round().max(if v > 0.0 { 1.0 } else { 0.0 })),
+        Unit::Seconds => format!("\"{}\"", duration(v)),
+    }
+}
+
+/// A value for a comment.
+fn shown(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Tokens if v < 100.0 => sig(v),
+        Unit::Tokens => group(v.round() as usize),
+        Unit::Seconds => duration(v),
+    }
+}
+
+/// Seconds as a duration the language reads: `850ms` below a second,
+/// else seconds to 3 significant digits.
+fn duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        format!("{}ms", (seconds * 1000.0).round().max(1.0))
+    } else {
+        format!("{}s", sig(seconds))
+    }
+}
+
+/// A dimensionless parameter: 3 significant digits.
+fn num(v: f64) -> String {
+    sig(v)
+}
+
+/// 3 significant digits, no trailing zeros.
+fn sig(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return "0".to_string();
+    }
+    let digits = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{v:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+fn percent(f: f64) -> String {
+    format!("{}%", sig(f * 100.0))
+}
+
+/// `12345` → `12,345`.
+fn group(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::LogNormal => "lognormal",
+        Family::Gamma => "gamma",
+        Family::Normal => "normal",
+        Family::Exponential => "exponential",
+        Family::Empirical => "empirical",
+    }
+}
+
+/// A KDL string literal.
+fn kdl_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_as_the_language_reads_them() {
+        assert_eq!(sig(612.4), "612");
+        assert_eq!(sig(0.5834), "0.583");
+        assert_eq!(sig(2.0), "2");
+        assert_eq!(sig(12_345.0), "12345");
+        assert_eq!(duration(0.8504), "850ms");
+        assert_eq!(duration(4.256), "4.26s");
+        assert_eq!(group(12_345), "12,345");
+        assert_eq!(group(999), "999");
+        assert_eq!(kdl_string("a \"b\""), "\"a \\\"b\\\"\"");
+        assert_eq!(
+            merge_points(&[(1.0, 1.0), (1.0, 1.0), (2.0, 1.0)]),
+            vec![(1.0, 2.0), (2.0, 1.0)]
+        );
+    }
+}

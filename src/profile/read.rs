@@ -1,0 +1,813 @@
+//! Recorded traffic (pure): the text of one log file → [`Log`], a list of
+//! requests with what a profile needs and nothing else — times, token
+//! counts, sessions, and prompt prefixes as chained block hashes. No prompt
+//! text survives this module, so none can leak into a profile.
+//!
+//! The format is detected by content, like `dataset`:
+//! - a first non-blank character other than `{` or `[`: a CSV with a header
+//!   row — BurstGPT (parsed as for `arrival trace`, see
+//!   [`crate::workload::trace`]);
+//! - JSONL whose first record has `"kind": "run"`: a capcard journal
+//!   (`runs/<id>.jsonl` of a results folder), one record per call, the task
+//!   as the session;
+//! - JSONL with `input_length` and `output_length`: Mooncake (hash ids are
+//!   its prefix blocks, `block_tokens` each);
+//! - records with `conversations`: ShareGPT (every exchange is a turn of one
+//!   session; prompts re-send the history, as a chat client does);
+//! - any other JSON object: a request log ([`request_record`]), one record
+//!   per request, as JSONL or as one JSON array.
+//!
+//! # Request logs
+//!
+//! Field names are looked up at the top level, then under `request`, `body`
+//! and `response` (for logs that store the OpenAI request and response):
+//! - time: `timestamp`, `time`, `created`, `created_at`, `start_time`,
+//!   `arrival_time`, `ts` — an RFC 3339 string, or a number of seconds
+//!   (milliseconds when the key ends in `_ms` or the number is at least
+//!   10¹¹, an epoch in milliseconds);
+//! - input tokens: `input_tokens`, `prompt_tokens`, `usage.prompt_tokens`,
+//!   `usage.input_tokens`; else counted from `prompt` or `messages` (one
+//!   word = one token, as for datasets);
+//! - output tokens: `output_tokens`, `completion_tokens`,
+//!   `usage.completion_tokens`, `usage.output_tokens`; else counted from a
+//!   `completion`/`output`/`response` text or `choices[0]`'s content;
+//! - optional: a session (`session_id`, `conversation_id`, `session`,
+//!   `conversation`, `thread_id`, `chat_id`), `hash_ids`, and the latency
+//!   (`latency_ms`, `e2e_ms`, `duration_ms`, or `latency`/`duration` in
+//!   seconds), which lets think time exclude the answer's own time.
+//!
+//! # Prefix blocks
+//!
+//! A prompt's text is cut into blocks of [`TEXT_BLOCK_WORDS`] words, and each
+//! block is hashed together with the hash of the block before it, as a KV
+//! prefix cache keys its blocks: two prompts share block `k` exactly when
+//! their first `k + 1` blocks are equal. Mooncake's hash ids are such chains
+//! already.
+
+use std::hash::{Hash, Hasher};
+
+use serde_json::Value;
+
+use crate::workload::dataset::{self, DatasetError, EntryPrompt, approx_tokens};
+use crate::workload::trace;
+
+/// Words per prefix block of a text prompt (≈ tokens, by the word rule).
+pub const TEXT_BLOCK_WORDS: usize = 16;
+
+/// The layouts [`read_log`] recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    Mooncake,
+    BurstGpt,
+    RequestLog,
+    CapcardJournal,
+    ShareGpt,
+}
+
+impl LogFormat {
+    pub fn label(self) -> &'static str {
+        match self {
+            LogFormat::Mooncake => "Mooncake trace",
+            LogFormat::BurstGpt => "BurstGPT CSV",
+            LogFormat::RequestLog => "request log",
+            LogFormat::CapcardJournal => "capcard journal",
+            LogFormat::ShareGpt => "ShareGPT conversations",
+        }
+    }
+}
+
+/// One parsed log file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Log {
+    pub origin: String,
+    pub format: LogFormat,
+    /// In file order.
+    pub records: Vec<LogRecord>,
+    /// Records left out, and why (failed calls, conversations without an
+    /// exchange), in words.
+    pub skipped: Vec<(usize, &'static str)>,
+}
+
+/// One request as a profile sees it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LogRecord {
+    /// Arrival, in seconds (any origin, consistent within the file).
+    pub timestamp_s: Option<f64>,
+    /// Prompt tokens, the whole prompt (history and prefix included).
+    pub input_tokens: u32,
+    /// `None` when the log does not say.
+    pub output_tokens: Option<u32>,
+    /// Conversation or session id; `None` = a request of its own.
+    pub session: Option<String>,
+    /// Start → end of the answer, when the log records it.
+    pub latency_s: Option<f64>,
+    /// Chained hashes of the prompt's leading blocks; empty = unknown.
+    pub prefix_blocks: Vec<u64>,
+    /// Tokens per prefix block (a text block of words, scaled by the log's
+    /// own token count when it gives one).
+    pub tokens_per_block: f64,
+    /// The blocks are the log's own hash ids (not hashed from text).
+    pub blocks_are_hash_ids: bool,
+}
+
+/// Parse one log file's text; `origin` names it in errors. `block_tokens`
+/// is the size of a Mooncake hash-id block.
+pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetError> {
+    let first = text.trim_start().chars().next();
+    let bad = |line: usize, message: String| DatasetError::BadRecord {
+        origin: origin.to_string(),
+        line,
+        message,
+    };
+    let log = match first {
+        None => {
+            return Err(DatasetError::Unusable {
+                origin: origin.to_string(),
+                message: "is empty".to_string(),
+            });
+        }
+        Some('{') => {
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let head: Value = serde_json::from_str(line)
+                .map_err(|e| bad(1, format!("not a JSON object: {e}")))?;
+            if head.get("kind").and_then(Value::as_str) == Some("run") {
+                journal(text, origin)?
+            } else if head.get("input_length").is_some() && head.get("output_length").is_some() {
+                mooncake(text, origin, block_tokens)?
+            } else if head.get("conversations").is_some() {
+                sharegpt(text, origin)?
+            } else {
+                let mut records = Vec::new();
+                for (number, line) in text.lines().enumerate() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let value: Value = serde_json::from_str(line)
+                        .map_err(|e| bad(number + 1, format!("not a JSON object: {e}")))?;
+                    records.push(request_record(&value).map_err(|m| bad(number + 1, m))?);
+                }
+                Log {
+                    origin: origin.to_string(),
+                    format: LogFormat::RequestLog,
+                    records,
+                    skipped: Vec::new(),
+                }
+            }
+        }
+        Some('[') => {
+            let values: Vec<Value> = serde_json::from_str(text)
+                .map_err(|e| bad(e.line(), format!("not a JSON array of records: {e}")))?;
+            if values
+                .first()
+                .is_some_and(|v| v.get("conversations").is_some())
+            {
+                sharegpt(text, origin)?
+            } else {
+                let records = values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        request_record(v).map_err(|m| bad(1, format!("record {}: {m}", i + 1)))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Log {
+                    origin: origin.to_string(),
+                    format: LogFormat::RequestLog,
+                    records,
+                    skipped: Vec::new(),
+                }
+            }
+        }
+        Some(_) => {
+            let parsed = trace::parse_trace(text, origin)?;
+            Log {
+                origin: origin.to_string(),
+                format: LogFormat::BurstGpt,
+                records: parsed
+                    .rows
+                    .iter()
+                    .map(|row| LogRecord {
+                        timestamp_s: Some(row.timestamp_ms / 1000.0),
+                        input_tokens: row.input_tokens,
+                        output_tokens: Some(row.output_tokens),
+                        ..LogRecord::default()
+                    })
+                    .collect(),
+                skipped: Vec::new(),
+            }
+        }
+    };
+    if log.records.is_empty() {
+        return Err(DatasetError::Unusable {
+            origin: origin.to_string(),
+            message: "holds no usable request".to_string(),
+        });
+    }
+    Ok(log)
+}
+
+fn mooncake(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetError> {
+    let parsed = trace::parse_trace(text, origin)?;
+    Ok(Log {
+        origin: origin.to_string(),
+        format: LogFormat::Mooncake,
+        records: parsed
+            .rows
+            .into_iter()
+            .map(|row| LogRecord {
+                timestamp_s: Some(row.timestamp_ms / 1000.0),
+                input_tokens: row.input_tokens,
+                output_tokens: Some(row.output_tokens),
+                blocks_are_hash_ids: !row.hash_ids.is_empty(),
+                prefix_blocks: row.hash_ids,
+                tokens_per_block: f64::from(block_tokens.max(1)),
+                ..LogRecord::default()
+            })
+            .collect(),
+        skipped: Vec::new(),
+    })
+}
+
+fn sharegpt(text: &str, origin: &str) -> Result<Log, DatasetError> {
+    let data = dataset::parse_dataset(text, origin)?;
+    let mut records = Vec::new();
+    for (index, entry) in data.entries.iter().enumerate() {
+        let session = Some(format!("conversation-{index}"));
+        if entry.turns.is_empty() {
+            // A record of another shape inside the array: one request.
+            let words = prompt_words(&entry.prompt);
+            records.push(LogRecord {
+                input_tokens: entry.input_tokens(),
+                output_tokens: entry.output_tokens,
+                session,
+                prefix_blocks: text_blocks(words.iter().copied()),
+                tokens_per_block: TEXT_BLOCK_WORDS as f64,
+                ..LogRecord::default()
+            });
+            continue;
+        }
+        // Turn k re-sends every earlier exchange, then its user message.
+        let mut history: Vec<&str> = Vec::new();
+        for turn in &entry.turns {
+            history.extend(turn.user.split_whitespace());
+            let input_tokens = u32::try_from(history.len()).unwrap_or(u32::MAX);
+            if input_tokens > 0 {
+                records.push(LogRecord {
+                    input_tokens,
+                    output_tokens: Some(approx_tokens(&turn.answer).max(1)),
+                    session: session.clone(),
+                    prefix_blocks: text_blocks(history.iter().copied()),
+                    tokens_per_block: TEXT_BLOCK_WORDS as f64,
+                    ..LogRecord::default()
+                });
+            }
+            history.extend(turn.answer.split_whitespace());
+        }
+    }
+    Ok(Log {
+        origin: origin.to_string(),
+        format: LogFormat::ShareGpt,
+        records,
+        skipped: if data.skipped > 0 {
+            vec![(
+                data.skipped,
+                "conversations without a (user, answer) exchange",
+            )]
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+fn prompt_words(prompt: &EntryPrompt) -> Vec<&str> {
+    match prompt {
+        EntryPrompt::Tokens(_) => Vec::new(),
+        EntryPrompt::Messages(messages) => messages
+            .iter()
+            .flat_map(|m| m.text.split_whitespace())
+            .collect(),
+    }
+}
+
+/// A capcard journal: successful calls only (a failed call's lengths are
+/// what was asked, not what the traffic was).
+fn journal(text: &str, origin: &str) -> Result<Log, DatasetError> {
+    let mut records = Vec::new();
+    let mut failed = 0;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| DatasetError::BadRecord {
+            origin: origin.to_string(),
+            line: number + 1,
+            message: format!("not a JSON object: {e}"),
+        })?;
+        if value.get("kind").and_then(Value::as_str) != Some("request") {
+            continue;
+        }
+        if value.get("error").is_some_and(|e| !e.is_null()) {
+            failed += 1;
+            continue;
+        }
+        let number_at = |key: &str| value.get(key).and_then(Value::as_f64);
+        let input_tokens = number_at("prompt_tokens_reported")
+            .or_else(|| number_at("prompt_tokens_requested"))
+            .map_or(0, |n| n as u32);
+        if input_tokens == 0 {
+            continue;
+        }
+        records.push(LogRecord {
+            timestamp_s: number_at("scheduled_ms").map(|ms| ms / 1000.0),
+            input_tokens,
+            output_tokens: number_at("output_tokens").map(|n| (n as u32).max(1)),
+            session: number_at("task").map(|t| format!("task-{t}")),
+            latency_s: number_at("e2e_ms").map(|ms| ms / 1000.0),
+            ..LogRecord::default()
+        });
+    }
+    Ok(Log {
+        origin: origin.to_string(),
+        format: LogFormat::CapcardJournal,
+        records,
+        skipped: if failed > 0 {
+            vec![(failed, "failed calls")]
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+const TIME_KEYS: [&str; 8] = [
+    "timestamp",
+    "timestamp_ms",
+    "time",
+    "created",
+    "created_at",
+    "start_time",
+    "arrival_time",
+    "ts",
+];
+const INPUT_KEYS: [&str; 4] = [
+    "input_tokens",
+    "prompt_tokens",
+    "usage.prompt_tokens",
+    "usage.input_tokens",
+];
+const OUTPUT_KEYS: [&str; 4] = [
+    "output_tokens",
+    "completion_tokens",
+    "usage.completion_tokens",
+    "usage.output_tokens",
+];
+const SESSION_KEYS: [&str; 6] = [
+    "session_id",
+    "conversation_id",
+    "session",
+    "conversation",
+    "thread_id",
+    "chat_id",
+];
+/// Where the fields of a logged request may be nested.
+const ROOTS: [&str; 4] = ["", "request", "body", "response"];
+
+/// The first of `keys` present under any of the [`ROOTS`] (a dotted key
+/// descends into objects), with the key that matched.
+fn lookup<'v>(value: &'v Value, keys: &[&'static str]) -> Option<(&'v Value, &'static str)> {
+    for root in ROOTS {
+        let base = if root.is_empty() {
+            Some(value)
+        } else {
+            value.get(root)
+        };
+        let Some(base) = base else { continue };
+        for key in keys {
+            let found = key.split('.').try_fold(base, |v, part| v.get(part));
+            if let Some(found) = found.filter(|v| !v.is_null()) {
+                return Some((found, *key));
+            }
+        }
+    }
+    None
+}
+
+/// `(key, seconds per unit)`.
+const LATENCY_KEYS: [(&str, f64); 6] = [
+    ("latency_ms", 1e-3),
+    ("e2e_ms", 1e-3),
+    ("duration_ms", 1e-3),
+    ("latency", 1.0),
+    ("latency_s", 1.0),
+    ("duration", 1.0),
+];
+
+/// One record of a request log (see the module doc for the fields).
+pub fn request_record(value: &Value) -> Result<LogRecord, String> {
+    if !value.is_object() {
+        return Err("expected a JSON object".to_string());
+    }
+    let timestamp_s = match lookup(value, &TIME_KEYS) {
+        None => None,
+        Some((v, key)) => Some(timestamp_seconds(v, key)?),
+    };
+    let (words, prompt_words) = prompt_text(value)?;
+    let input_tokens = match lookup(value, &INPUT_KEYS) {
+        Some((v, key)) => tokens(v, key)?,
+        None if prompt_words > 0 => u32::try_from(prompt_words).unwrap_or(u32::MAX),
+        None => {
+            return Err(
+                "a request needs its input tokens (`prompt_tokens`, `input_tokens`, `usage`) or its prompt (`prompt`, `messages`)"
+                    .to_string(),
+            );
+        }
+    };
+    if input_tokens == 0 {
+        return Err("the request has no input tokens".to_string());
+    }
+    let output_tokens = match lookup(value, &OUTPUT_KEYS) {
+        Some((v, key)) => Some(tokens(v, key)?),
+        None => answer_text(value).map(approx_tokens),
+    };
+    let session = lookup(value, &SESSION_KEYS).map(|(v, _)| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    });
+    let latency_s = LATENCY_KEYS.iter().find_map(|(key, scale)| {
+        lookup(value, &[*key])
+            .and_then(|(v, _)| v.as_f64())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|v| v * scale)
+    });
+    let blocks_are_hash_ids = matches!(value.get("hash_ids"), Some(Value::Array(_)));
+    let (prefix_blocks, tokens_per_block) = match value.get("hash_ids") {
+        Some(Value::Array(ids)) => (
+            ids.iter()
+                .map(|id| {
+                    id.as_u64()
+                        .ok_or_else(|| format!("hash id {id} is not a whole number"))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            value
+                .get("block_tokens")
+                .and_then(Value::as_u64)
+                .map_or(f64::from(trace::DEFAULT_BLOCK_TOKENS), |b| {
+                    b.clamp(1, 1 << 20) as f64
+                }),
+        ),
+        // A block is 16 words; when the log counts tokens, 16 words are
+        // that many tokens on average.
+        _ => (
+            text_blocks(words.iter().map(String::as_str)),
+            TEXT_BLOCK_WORDS as f64 * f64::from(input_tokens) / prompt_words.max(1) as f64,
+        ),
+    };
+    Ok(LogRecord {
+        timestamp_s,
+        input_tokens,
+        output_tokens,
+        session,
+        latency_s,
+        prefix_blocks,
+        tokens_per_block,
+        blocks_are_hash_ids,
+    })
+}
+
+fn tokens(value: &Value, key: &str) -> Result<u32, String> {
+    value
+        .as_f64()
+        .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0)
+        .map(|n| n.min(f64::from(u32::MAX)) as u32)
+        .ok_or_else(|| format!("`{key}` must be a whole number of tokens, got {value}"))
+}
+
+/// The prompt's words for block hashing, and how many of them are the
+/// prompt's own: `prompt` (a string or a list of strings) or the
+/// `messages`' contents (strings or lists of `{type: text, text}` parts).
+/// Each message is led by a role marker, so that equal texts in different
+/// roles do not share blocks; markers are not counted as tokens.
+fn prompt_text(value: &Value) -> Result<(Vec<String>, usize), String> {
+    let mut words = Vec::new();
+    if let Some((prompt, _)) = lookup_any(value, "prompt") {
+        match prompt {
+            Value::String(s) => words.extend(s.split_whitespace().map(str::to_string)),
+            Value::Array(parts) => {
+                for part in parts {
+                    if let Some(s) = part.as_str() {
+                        words.extend(s.split_whitespace().map(str::to_string));
+                    }
+                }
+            }
+            _ => return Err("`prompt` must be a string or a list of strings".to_string()),
+        }
+        let count = words.len();
+        return Ok((words, count));
+    }
+    if let Some((messages, _)) = lookup_any(value, "messages") {
+        let list = messages
+            .as_array()
+            .ok_or_else(|| "`messages` must be an array".to_string())?;
+        let mut count = 0;
+        for message in list {
+            let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+            words.push(format!("<{role}>"));
+            let content = content_text(message.get("content"));
+            count += content.len();
+            words.extend(content);
+        }
+        return Ok((words, count));
+    }
+    Ok((words, 0))
+}
+
+fn content_text(content: Option<&Value>) -> Vec<String> {
+    match content {
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .flat_map(|s| s.split_whitespace().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn lookup_any<'v>(value: &'v Value, key: &str) -> Option<(&'v Value, ())> {
+    ROOTS.iter().find_map(|root| {
+        let base = if root.is_empty() {
+            Some(value)
+        } else {
+            value.get(*root)
+        };
+        base.and_then(|b| b.get(key))
+            .filter(|v| !v.is_null())
+            .map(|v| (v, ()))
+    })
+}
+
+/// The answer's text, when the log keeps it instead of a count.
+fn answer_text(value: &Value) -> Option<&str> {
+    for key in ["completion", "output", "response"] {
+        if let Some((Value::String(s), _)) = lookup_any(value, key) {
+            return Some(s);
+        }
+    }
+    let choice = lookup_any(value, "choices")?.0.get(0)?;
+    choice
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .or_else(|| choice.get("text"))
+        .and_then(Value::as_str)
+}
+
+fn timestamp_seconds(value: &Value, key: &str) -> Result<f64, String> {
+    match value {
+        Value::Number(n) => {
+            let t = n
+                .as_f64()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| format!("`{key}` must be a non-negative number"))?;
+            Ok(if key.ends_with("_ms") || t >= 1e11 {
+                t / 1000.0
+            } else {
+                t
+            })
+        }
+        Value::String(s) => rfc3339_seconds(s).ok_or_else(|| {
+            format!("`{key}` is neither a number of seconds nor an RFC 3339 time: {s:?}")
+        }),
+        other => Err(format!("`{key}` must be a number or a string, got {other}")),
+    }
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time such as
+/// `2026-03-01T12:00:00.250Z` or `2026-03-01 12:00:00+02:00` (a space for
+/// the `T`, as many logs write it, and a missing offset read as UTC).
+pub fn rfc3339_seconds(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (date, rest) = s.split_at_checked(10)?;
+    let mut parts = date.split('-');
+    let year: i64 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next()?.parse().ok()?;
+    let day: u32 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    // Split the offset off: `Z`, or the last `+`/`-`.
+    let (clock, offset_s) = if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
+        (clock, 0i64)
+    } else if let Some(at) = rest.rfind(['+', '-']) {
+        let (clock, offset) = rest.split_at(at);
+        let sign = if offset.starts_with('-') { -1 } else { 1 };
+        let mut hm = offset[1..].split(':');
+        let hours: i64 = hm.next()?.parse().ok()?;
+        let minutes: i64 = hm.next().unwrap_or("0").parse().ok()?;
+        (clock, sign * (hours * 3600 + minutes * 60))
+    } else {
+        (rest, 0)
+    };
+    let mut hms = clock.split(':');
+    let hour: i64 = hms.next()?.parse().ok()?;
+    let minute: i64 = hms.next()?.parse().ok()?;
+    let second: f64 = hms.next().unwrap_or("0").parse().ok()?;
+    if hour > 23 || minute > 59 || !(0.0..61.0).contains(&second) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some((days * 86_400 + hour * 3600 + minute * 60 - offset_s) as f64 + second)
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Chained hashes of the full [`TEXT_BLOCK_WORDS`]-word blocks of `words`
+/// (a trailing partial block is not a cacheable block).
+pub fn text_blocks<'a>(words: impl Iterator<Item = &'a str>) -> Vec<u64> {
+    let mut blocks = Vec::new();
+    let mut previous: u64 = 0;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    previous.hash(&mut hasher);
+    let mut in_block = 0;
+    for word in words {
+        word.hash(&mut hasher);
+        in_block += 1;
+        if in_block == TEXT_BLOCK_WORDS {
+            previous = hasher.finish();
+            blocks.push(previous);
+            hasher = std::collections::hash_map::DefaultHasher::new();
+            previous.hash(&mut hasher);
+            in_block = 0;
+        }
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(n: usize, tag: &str) -> String {
+        (0..n)
+            .map(|i| format!("{tag}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn rfc3339_times_agree_with_known_epochs() {
+        assert_eq!(rfc3339_seconds("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(
+            rfc3339_seconds("2026-12-01T14:35:16Z"),
+            Some(1_796_135_716.0)
+        );
+        assert_eq!(
+            rfc3339_seconds("2026-12-01 16:35:16.5+02:00"),
+            Some(1_796_135_716.5)
+        );
+        assert_eq!(
+            rfc3339_seconds("2024-02-29T00:00:00"),
+            Some(1_709_164_800.0)
+        );
+        assert_eq!(rfc3339_seconds("yesterday"), None);
+        assert_eq!(rfc3339_seconds("2026-13-01T00:00:00Z"), None);
+    }
+
+    #[test]
+    fn request_log_fields_are_found_at_the_top_or_nested() {
+        let flat: Value = serde_json::from_str(
+            r#"{"timestamp": 1700000000.5, "prompt_tokens": 812, "completion_tokens": 95,
+                "session_id": "s1", "latency_ms": 1500}"#,
+        )
+        .unwrap();
+        let r = request_record(&flat).unwrap();
+        assert_eq!(r.timestamp_s, Some(1_700_000_000.5));
+        assert_eq!((r.input_tokens, r.output_tokens), (812, Some(95)));
+        assert_eq!(r.session.as_deref(), Some("s1"));
+        assert_eq!(r.latency_s, Some(1.5));
+
+        let nested: Value = serde_json::from_str(
+            r#"{"created_at": "2026-03-01T12:00:00Z",
+                "request": {"messages": [{"role": "user", "content": "hello there"}]},
+                "response": {"usage": {"prompt_tokens": 9, "completion_tokens": 3}}}"#,
+        )
+        .unwrap();
+        let r = request_record(&nested).unwrap();
+        assert_eq!((r.input_tokens, r.output_tokens), (9, Some(3)));
+        assert!(r.timestamp_s.is_some());
+
+        // Epoch milliseconds are recognised by size or by the key.
+        let ms: Value =
+            serde_json::from_str(r#"{"timestamp": 1700000000500, "input_tokens": 4}"#).unwrap();
+        assert_eq!(
+            request_record(&ms).unwrap().timestamp_s,
+            Some(1_700_000_000.5)
+        );
+        let ms: Value =
+            serde_json::from_str(r#"{"timestamp_ms": 2500, "input_tokens": 4}"#).unwrap();
+        assert_eq!(request_record(&ms).unwrap().timestamp_s, Some(2.5));
+    }
+
+    #[test]
+    fn text_prompts_are_counted_and_blocked_without_keeping_text() {
+        let value: Value = serde_json::json!({
+            "prompt": words(40, "w"),
+            "completion": "a b c",
+        });
+        let r = request_record(&value).unwrap();
+        assert_eq!(r.input_tokens, 40);
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.prefix_blocks.len(), 40 / TEXT_BLOCK_WORDS);
+        assert_eq!(r.tokens_per_block, TEXT_BLOCK_WORDS as f64);
+    }
+
+    #[test]
+    fn block_chains_share_exactly_the_common_prefix() {
+        let system = words(32, "sys");
+        let a = format!("{system} {}", words(32, "a"));
+        let b = format!("{system} {}", words(32, "b"));
+        let (ba, bb) = (
+            text_blocks(a.split_whitespace()),
+            text_blocks(b.split_whitespace()),
+        );
+        assert_eq!(ba.len(), 4);
+        assert_eq!(ba[..2], bb[..2]);
+        assert_ne!(ba[2], bb[2]);
+        // A later equal block after a difference is not shared: the chain.
+        let c = format!("{} {}", words(16, "x"), words(16, "sys"));
+        let bc = text_blocks(c.split_whitespace());
+        assert_ne!(bc[1], ba[0]);
+    }
+
+    #[test]
+    fn formats_are_detected_by_content() {
+        let mooncake = "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 20, \"hash_ids\": [1, 2]}\n\
+                        {\"timestamp\": 500, \"input_length\": 700, \"output_length\": 30, \"hash_ids\": [1, 3]}\n";
+        let log = read_log(mooncake, "m.jsonl", 512).unwrap();
+        assert_eq!(log.format, LogFormat::Mooncake);
+        assert_eq!(log.records[1].timestamp_s, Some(0.5));
+        assert_eq!(log.records[1].prefix_blocks, vec![1, 3]);
+
+        let burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                     5,ChatGPT,472,18,490,Conversation log\n\
+                     7,ChatGPT,1087,0,1087,Conversation log\n";
+        let log = read_log(burst, "b.csv", 512).unwrap();
+        assert_eq!(log.format, LogFormat::BurstGpt);
+        assert_eq!(log.records.len(), 2);
+
+        let sharegpt = r#"[{"conversations": [
+            {"from": "human", "value": "one two three"}, {"from": "gpt", "value": "four five"},
+            {"from": "human", "value": "six"}, {"from": "gpt", "value": "seven eight nine"}]}]"#;
+        let log = read_log(sharegpt, "s.json", 512).unwrap();
+        assert_eq!(log.format, LogFormat::ShareGpt);
+        // Turn 2 re-sends turn 1 and its answer: 3 + 2 + 1 words.
+        let inputs: Vec<u32> = log.records.iter().map(|r| r.input_tokens).collect();
+        assert_eq!(inputs, vec![3, 6]);
+        assert_eq!(log.records[1].output_tokens, Some(3));
+        assert!(log.records.iter().all(|r| r.session.is_some()));
+
+        let journal = concat!(
+            r#"{"kind":"run","run":{}}"#,
+            "\n",
+            r#"{"kind":"request","task":3,"call":0,"scheduled_ms":1000.0,"prompt_tokens_requested":50,"prompt_tokens_reported":52,"output_tokens":7,"e2e_ms":200.0,"error":null}"#,
+            "\n",
+            r#"{"kind":"request","task":4,"call":0,"scheduled_ms":1500.0,"prompt_tokens_requested":50,"output_tokens":0,"error":{"class":"timeout"}}"#,
+            "\n"
+        );
+        let log = read_log(journal, "runs/x.jsonl", 512).unwrap();
+        assert_eq!(log.format, LogFormat::CapcardJournal);
+        assert_eq!(log.records.len(), 1);
+        assert_eq!(log.records[0].input_tokens, 52);
+        assert_eq!(log.records[0].session.as_deref(), Some("task-3"));
+        assert_eq!(log.skipped, vec![(1, "failed calls")]);
+
+        let requests = "{\"time\": 1, \"input_tokens\": 10, \"output_tokens\": 2}\n";
+        assert_eq!(
+            read_log(requests, "r.jsonl", 512).unwrap().format,
+            LogFormat::RequestLog
+        );
+    }
+
+    #[test]
+    fn bad_records_name_their_line() {
+        let text = "{\"time\": 1, \"input_tokens\": 10}\n{\"time\": 2}\n";
+        let err = read_log(text, "r.jsonl", 512).unwrap_err().to_string();
+        assert!(err.starts_with("r.jsonl line 2:"), "{err}");
+        assert!(err.contains("input tokens"), "{err}");
+        let err = read_log("", "e.jsonl", 512).unwrap_err().to_string();
+        assert!(err.contains("empty"), "{err}");
+        let text = "{\"time\": \"soon\", \"input_tokens\": 10}\n";
+        let err = read_log(text, "r.jsonl", 512).unwrap_err().to_string();
+        assert!(err.contains("RFC 3339"), "{err}");
+    }
+}

@@ -1,0 +1,357 @@
+//! `capcard profile`: logs drawn from known distributions come back as those
+//! distributions, as a file `check` accepts, with no prompt text in any
+//! output; and capcard's own journals profile back to the experiment that
+//! produced them.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp, Gamma, LogNormal, Uniform};
+use serde_json::{Value, json};
+
+type Rng = rand::rngs::Xoshiro256PlusPlus;
+
+fn capcard() -> Command {
+    Command::cargo_bin("capcard").expect("binary built")
+}
+
+fn within(got: f64, want: f64, tolerance: f64) -> bool {
+    (got - want).abs() <= tolerance * want.abs()
+}
+
+/// `n` words that never occur in capcard's own output (`qx` + a tag).
+fn text(n: usize, tag: &str) -> String {
+    (0..n)
+        .map(|i| format!("qx{tag}w{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn rfc3339(epoch_s: f64) -> String {
+    // 2026-03-01T00:00:00Z + offset, written by hand so the test needs no
+    // date crate: only seconds within one day matter here.
+    let base = 1_772_323_200.0; // 2026-03-01T00:00:00Z
+    let t = epoch_s - base;
+    let (h, rem) = ((t / 3600.0).floor(), t % 3600.0);
+    let (m, s) = ((rem / 60.0).floor(), rem % 60.0);
+    format!("2026-03-01T{:02}:{:02}:{:06.3}Z", h as u32, m as u32, s)
+}
+
+fn profile_json(args: &[&str], files: &[&Path]) -> Value {
+    let out = capcard()
+        .arg("profile")
+        .args(files)
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success();
+    serde_json::from_slice(&out.get_output().stdout).expect("profile --json prints JSON")
+}
+
+fn assert_no_prompt_text(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            assert_no_prompt_text(&path);
+        } else if path.extension().is_none_or(|e| e != "jsonl") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !text.contains("qx"),
+                "prompt text leaked into {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_request_log_comes_back_as_its_distributions_and_a_runnable_experiment() {
+    // 3,000 chat requests: Poisson arrivals at 4/s, prompts lognormal
+    // (median 600, sigma 0.4) whose first 63 words are one of 4 system
+    // prompts, answers gamma (shape 2, scale 100), usage recorded.
+    let mut rng = Rng::seed_from_u64(11);
+    let gaps: Exp<f64> = Exp::new(4.0).unwrap();
+    let prompts: LogNormal<f64> = LogNormal::new(600f64.ln(), 0.4).unwrap();
+    let answers: Gamma<f64> = Gamma::new(2.0, 100.0).unwrap();
+    let systems: Vec<String> = (0..4).map(|g| text(63, &format!("sys{g}"))).collect();
+    let mut t = 1_772_323_200.0 + 3600.0;
+    let mut lines = String::new();
+    for i in 0..3000 {
+        t += gaps.sample(&mut rng);
+        let total = prompts.sample(&mut rng).round().max(80.0) as usize;
+        let output = answers.sample(&mut rng).round().max(1.0) as u64;
+        let record = json!({
+            "timestamp": rfc3339(t),
+            "request": {"messages": [
+                {"role": "system", "content": systems[i % 4]},
+                {"role": "user", "content": text(total - 63, &format!("u{i}"))},
+            ]},
+            "response": {"usage": {"prompt_tokens": total, "completion_tokens": output}},
+        });
+        lines.push_str(&record.to_string());
+        lines.push('\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    std::fs::write(&log, lines).unwrap();
+    let out = dir.path().join("out");
+    let kdl = out.join("profiled.kdl");
+    let report = out.join("report");
+
+    let profile = profile_json(
+        &[
+            "--out",
+            kdl.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &[&log],
+    );
+    assert_eq!(profile["schema"], "capcard/profile/v1");
+    assert_eq!(profile["sources"][0]["format"], "request-log");
+    let input = &profile["input_tokens"];
+    assert_eq!(input["family"], "lognormal", "{input}");
+    assert!(
+        within(input["params"]["median"].as_f64().unwrap(), 600.0, 0.03),
+        "{input}"
+    );
+    assert!(
+        within(input["params"]["sigma"].as_f64().unwrap(), 0.4, 0.05),
+        "{input}"
+    );
+    let output = &profile["output_tokens"];
+    assert_eq!(output["family"], "gamma", "{output}");
+    assert!(
+        within(output["params"]["shape"].as_f64().unwrap(), 2.0, 0.1),
+        "{output}"
+    );
+    assert!(
+        within(output["params"]["scale"].as_f64().unwrap(), 100.0, 0.1),
+        "{output}"
+    );
+    let arrival = &profile["arrival"];
+    assert!(
+        within(arrival["mean_rps"].as_f64().unwrap(), 4.0, 0.06),
+        "{arrival}"
+    );
+    assert!(
+        within(arrival["cv"].as_f64().unwrap(), 1.0, 0.1),
+        "{arrival}"
+    );
+    assert_eq!(arrival["process"], "poisson");
+    assert!(arrival["peak_rps_10s"].as_f64().unwrap() > arrival["peak_rps_1m"].as_f64().unwrap());
+    // Role marker + 63 system words = 4 full 16-word blocks shared.
+    let prefix = &profile["prefix"];
+    assert_eq!(prefix["shared_tokens"], 64, "{prefix}");
+    assert_eq!(prefix["groups"], 4, "{prefix}");
+    assert_eq!(prefix["sharing_fraction"], 1.0);
+    assert!(profile["sessions"].is_null());
+
+    let experiment = std::fs::read_to_string(&kdl).unwrap();
+    for line in [
+        "input-tokens lognormal",
+        "output-tokens gamma",
+        "shared-prefix tokens=64 groups=4",
+        "arrival poisson",
+        "n=3,000",
+    ] {
+        assert!(
+            experiment.contains(line),
+            "missing `{line}` in:\n{experiment}"
+        );
+    }
+    capcard().arg("check").arg(&kdl).assert().success();
+
+    // The report links charts that exist.
+    let markdown = std::fs::read_to_string(report.join("profile.md")).unwrap();
+    let svgs: Vec<&str> = markdown
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .filter(|s| s.ends_with(".svg"))
+        .collect();
+    assert!(svgs.len() >= 3, "histograms and arrivals: {svgs:?}");
+    for svg in svgs {
+        let body = std::fs::read_to_string(report.join(svg)).unwrap();
+        assert!(body.starts_with("<svg"), "{svg}");
+    }
+    assert_no_prompt_text(&out);
+}
+
+#[test]
+fn sessions_become_a_conversation_with_turns_and_think_time() {
+    // 800 conversations of 1-6 turns; each new user message lognormal
+    // (median 200), 100-token answers taking 2 s, then 4 s of thought on
+    // average; prompts re-send the history, as chat clients do.
+    let mut rng = Rng::seed_from_u64(5);
+    let starts: Exp<f64> = Exp::new(0.5).unwrap();
+    let messages: LogNormal<f64> = LogNormal::new(200f64.ln(), 0.5).unwrap();
+    let think: Exp<f64> = Exp::new(0.25).unwrap();
+    let turns = Uniform::new_inclusive(1u32, 6).unwrap();
+    let mut records: Vec<(f64, Value)> = Vec::new();
+    let mut start = 0.0;
+    let mut total_turns = 0;
+    for session in 0..800 {
+        start += starts.sample(&mut rng);
+        let mut t = start;
+        let mut history = 0u64;
+        let n = turns.sample(&mut rng);
+        total_turns += n;
+        for _ in 0..n {
+            let message = messages.sample(&mut rng).round().max(1.0) as u64;
+            let prompt = history + message;
+            records.push((
+                t,
+                json!({"time": t, "conversation_id": format!("c{session}"),
+                       "prompt_tokens": prompt, "completion_tokens": 100, "latency_ms": 2000}),
+            ));
+            history = prompt + 100;
+            t += 2.0 + think.sample(&mut rng);
+        }
+    }
+    // A log is in time order, sessions interleaved.
+    records.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("chats.jsonl");
+    let lines: Vec<String> = records.iter().map(|(_, r)| r.to_string()).collect();
+    std::fs::write(&log, lines.join("\n")).unwrap();
+
+    let profile = profile_json(&[], &[&log]);
+    let sessions = &profile["sessions"];
+    assert_eq!(sessions["count"], 800);
+    assert!(sessions["think_time_excludes_answer"].as_bool().unwrap());
+    let think = &sessions["think_time"];
+    assert!(within(think["mean"].as_f64().unwrap(), 4.0, 0.1), "{think}");
+    let turns = &sessions["turns"];
+    let mean_turns = f64::from(total_turns) / 800.0;
+    assert!(
+        within(turns["mean"].as_f64().unwrap(), mean_turns, 1e-9),
+        "{turns}"
+    );
+    // New messages, not the growing prompts, are the input lengths.
+    let input = &profile["input_tokens"];
+    assert_eq!(input["family"], "lognormal", "{input}");
+    assert!(
+        within(input["params"]["median"].as_f64().unwrap(), 200.0, 0.05),
+        "{input}"
+    );
+    assert_eq!(profile["arrival"]["unit"], "conversations");
+    assert!(within(
+        profile["arrival"]["mean_rps"].as_f64().unwrap(),
+        0.5,
+        0.1
+    ));
+
+    let kdl = dir.path().join("chat.kdl");
+    capcard()
+        .args(["profile", "--out"])
+        .arg(&kdl)
+        .arg(&log)
+        .assert()
+        .success();
+    let experiment = std::fs::read_to_string(&kdl).unwrap();
+    assert!(experiment.contains("conversation {"), "{experiment}");
+    assert!(experiment.contains("think-time "), "{experiment}");
+    capcard().arg("check").arg(&kdl).assert().success();
+}
+
+#[test]
+fn capcard_journals_profile_back_to_the_experiment_that_made_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.kdl");
+    std::fs::write(
+        &file,
+        r#"experiment "round-trip" { seed 9; }
+target "tiny" { sim tiny; }
+workload "w" {
+    input-tokens lognormal median=128 sigma=0.5 min=8 max=2048
+    output-tokens fixed 16
+}
+slo "s" { ttft p50="1s"; }
+open {
+    arrival poisson
+    rates 30
+    duration "12s"
+    warmup "0s"
+}
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    capcard()
+        .args(["run", "--quiet"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let journals: Vec<std::path::PathBuf> = std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let profile = profile_json(&[], &[&journals[0]]);
+    assert_eq!(profile["sources"][0]["format"], "capcard-journal");
+    let n = profile["requests"].as_f64().unwrap();
+    assert!(n > 250.0, "about 360 requests, got {n}");
+    let input = &profile["input_tokens"];
+    assert_eq!(input["family"], "lognormal", "{input}");
+    assert!(
+        within(input["params"]["median"].as_f64().unwrap(), 128.0, 0.12),
+        "{input}"
+    );
+    assert!(
+        within(input["params"]["sigma"].as_f64().unwrap(), 0.5, 0.15),
+        "{input}"
+    );
+    assert!(within(
+        profile["arrival"]["mean_rps"].as_f64().unwrap(),
+        30.0,
+        0.15
+    ));
+    assert_eq!(profile["arrival"]["process"], "poisson");
+    assert!(profile["sessions"].is_null(), "one call per task");
+}
+
+#[test]
+fn an_unreadable_log_is_a_diagnostic_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("bad.jsonl");
+    std::fs::write(&log, "{\"time\": 1, \"prompt_tokens\": 5}\n{\"time\": 2}\n").unwrap();
+    let out = capcard().arg("profile").arg(&log).assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("line 2"), "{stderr}");
+    assert!(stderr.contains("capcard profile reads"), "{stderr}");
+}
+
+#[test]
+fn the_shipped_chat_log_example_is_exactly_the_profile_of_its_log() {
+    // experiments/chat-log.kdl is documented as this command's output;
+    // regenerate it: `capcard profile experiments/data/chat-log.jsonl
+    // --name chat-log --out experiments/chat-log.kdl`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = capcard()
+        .current_dir(root)
+        .args([
+            "profile",
+            "experiments/data/chat-log.jsonl",
+            "--name",
+            "chat-log",
+        ])
+        .assert()
+        .success();
+    let shipped = std::fs::read_to_string(root.join("experiments/chat-log.kdl")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), shipped);
+    // Bursty sessions of several turns on three system prompts, as the
+    // generator (experiments/data/make-chat-log.py) made them.
+    for line in [
+        "arrival gamma cv=",
+        "shared-prefix tokens=384 groups=3",
+        "conversation {",
+        "think-time lognormal",
+    ] {
+        assert!(shipped.contains(line), "missing `{line}`");
+    }
+}
