@@ -96,6 +96,7 @@ fn main() -> miette::Result<()> {
             confidence: Fraction(0.95),
             budget: None,
             repeat: 1,
+            frontier: vec![],
         }),
         sizing: Some(SizingSpec {
             targets: vec![SizingTarget::Rps {

@@ -357,6 +357,8 @@ async fn drive(
                     analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
                 let mut budget = Budget::of(experiment, Some(template));
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
+                // The card's open runs so far, for the frontier phase.
+                let mut open: Vec<RunSummary> = Vec::new();
                 while let Some(rate) = search.next_rate() {
                     if cancel.is_cancelled() {
                         return Ok(());
@@ -397,9 +399,67 @@ async fn drive(
                             }
                         }
                         verdicts.push(analyze::search::verdicts_of(&summary));
+                        open.push(summary);
                         refresh(folder, experiment, full_plan, &templates)?;
                     }
                     search.record(rate, &analyze::search::combine_repetitions(&verdicts));
+                }
+
+                // `frontier` in `open`: extra rates where the frontier
+                // crosses each multiplied bound. They are ordinary open runs
+                // (journals like the search's, found again by --resume, as
+                // the rates follow from the runs alone), repeated like the
+                // search's and never extended: the frontier reads each
+                // clause's observed value, which an inconclusive run still
+                // gives (the card marks it), and the phase stays within the
+                // bound `capcard plan` counts.
+                let multipliers = experiment.open.as_ref().map_or(&[][..], |o| &o.frontier);
+                let slos: Vec<config::Slo> = experiment
+                    .slos
+                    .iter()
+                    .filter(|s| card.slos.contains(&s.name))
+                    .cloned()
+                    .collect();
+                let mut phase = analyze::frontier::FrontierPhase::new(
+                    &slos,
+                    multipliers,
+                    min.0,
+                    max.0,
+                    precision.0,
+                );
+                while let Some((rate, wanted)) =
+                    phase.next_rate(&analyze::card::combined_per_rate(&open))
+                {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    let _ = writeln!(
+                        log,
+                        "  frontier of {}, {} at {}× (≤ {}): {} rps",
+                        wanted.slo,
+                        wanted.label,
+                        analyze::search::fmt_rate(wanted.multiplier),
+                        analyze::slo::format_ms(wanted.bound_ms),
+                        analyze::search::fmt_rate(rate)
+                    );
+                    let first = plan::run_at_rate_of(
+                        template,
+                        config::RatePerS(rate),
+                        experiment.seed,
+                        experiment.open.as_ref(),
+                    );
+                    for r in 1..=repeat {
+                        let run = first.repetition_of(r);
+                        let journal =
+                            execute(folder, target, workload, &run, invocation, &options, log)
+                                .await?;
+                        let summary = summarize(folder, &run, &journal, experiment)?;
+                        if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
+                            return Ok(());
+                        }
+                        refresh(folder, experiment, full_plan, &templates)?;
+                        open.push(summary);
+                    }
                 }
             }
         }

@@ -149,6 +149,10 @@ pub fn build_card(
         sizing,
         repeat,
         frontier,
+        frontier_multipliers: match experiment.open.as_ref() {
+            Some(o) if matches!(o.rates, RateSelection::Search { .. }) => o.frontier.clone(),
+            _ => vec![],
+        },
         notes: vec![],
         telemetry_notes: vec![],
         limits: Default::default(),
@@ -209,7 +213,7 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
 /// judged by all of them — per SLO a failure if any repetition failed, a
 /// pass only if every one passed, else inconclusive (with the reasons of a
 /// repetition that gave that verdict).
-fn combined_per_rate(open: &[RunSummary]) -> Vec<RunSummary> {
+pub fn combined_per_rate(open: &[RunSummary]) -> Vec<RunSummary> {
     let mut rates: Vec<(f64, Vec<&RunSummary>)> = Vec::new();
     for run in open {
         let rate = run.rate_rps.unwrap_or(0.0);
@@ -663,6 +667,7 @@ mod tests {
                 confidence: crate::config::Fraction(0.95),
                 budget: None,
                 repeat: 1,
+                frontier: vec![],
             }),
             sizing: Some(SizingSpec {
                 targets: vec![

@@ -353,6 +353,10 @@ pub struct Card {
     /// pass as a function of the bound (see [`frontier`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frontier: Vec<frontier::Frontier>,
+    /// `frontier` in `open`: the multipliers of each latency bound at which
+    /// the search added rates, so the curve is dense there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frontier_multipliers: Vec<f64>,
     /// What is missing or questionable, in plain language.
     pub notes: Vec<String>,
     /// Telemetry gaps and server/client disagreements, in plain language.

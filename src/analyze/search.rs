@@ -533,7 +533,9 @@ pub fn round_rate(rate: f64) -> f64 {
     }
 }
 
-fn same_rate(a: f64, b: f64) -> bool {
+/// Two rates the search (and the frontier phase) treat as one: equal once
+/// rounded like every rate they pick.
+pub(crate) fn same_rate(a: f64, b: f64) -> bool {
     round_rate(a) == round_rate(b)
 }
 

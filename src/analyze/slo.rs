@@ -313,6 +313,25 @@ fn call_value(r: &RequestRecord, metric: LatencyMetric) -> Option<f64> {
     }
 }
 
+/// A clause as verdicts and the frontier name it: `"ttft p99 ≤ 1s"`,
+/// `"e2e mean ≤ 20s"`, `"error-rate ≤ 0.5%"`. One function, so a chart can
+/// find a frontier's declared bound by its label.
+pub fn clause_label(clause: &SloClause) -> String {
+    match clause {
+        SloClause::Latency {
+            metric,
+            stat,
+            limit,
+        } => format!(
+            "{} {} ≤ {}",
+            metric.as_str(),
+            stat.key(),
+            format_ms(limit.as_secs_f64() * 1000.0)
+        ),
+        SloClause::ErrorRate { max } => format!("error-rate ≤ {}", format_fraction(max.0)),
+    }
+}
+
 fn judge_clause<'v>(
     clause: &SloClause,
     evidence: &ClauseEvidence,
@@ -343,12 +362,7 @@ fn judge_clause<'v>(
                 .then(|| ((q * n as f64) - 1e-9).ceil().max(1.0) as u64)
                 .and_then(at);
             ClauseVerdict {
-                label: format!(
-                    "{} {} ≤ {}",
-                    metric.as_str(),
-                    Stat::Percentile(*p).key(),
-                    format_ms(limit_ms)
-                ),
+                label: clause_label(clause),
                 metric: metric.as_str().to_string(),
                 stat: Some(Stat::Percentile(*p).key()),
                 verdict: Some(verdict),
@@ -373,7 +387,7 @@ fn judge_clause<'v>(
             let limit_ms = limit.as_secs_f64() * 1000.0;
             let ci = interval::mean_interval(sums, confidence);
             ClauseVerdict {
-                label: format!("{} mean ≤ {}", metric.as_str(), format_ms(limit_ms)),
+                label: clause_label(clause),
                 metric: metric.as_str().to_string(),
                 stat: Some("mean".to_string()),
                 verdict: Some(interval::mean_verdict(sums, limit_ms, confidence)),
@@ -393,7 +407,7 @@ fn judge_clause<'v>(
             let (verdict, (low, high)) =
                 interval::proportion_verdict(hits, n, max.0, confidence, inflation);
             ClauseVerdict {
-                label: format!("error-rate ≤ {}", format_fraction(max.0)),
+                label: clause_label(clause),
                 metric: "error-rate".to_string(),
                 stat: None,
                 verdict: Some(verdict),

@@ -78,6 +78,7 @@ const OPEN_CHILDREN: &[&str] = &[
     "confidence",
     "budget",
     "repeat",
+    "frontier",
 ];
 const SAMPLES: &[&str] = &["shuffle", "sequential"];
 const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
@@ -2328,6 +2329,8 @@ impl Decoder {
         let mut confidence = Fraction(crate::analyze::interval::DEFAULT_CONFIDENCE);
         let mut budget = None;
         let mut repeat = 1;
+        let mut frontier = Vec::new();
+        let mut frontier_node: Option<&KdlNode> = None;
         let mut ok = true;
         for child in children(node) {
             let child_name = child.name().value();
@@ -2367,6 +2370,10 @@ impl Decoder {
                     .single(child, "budget \"20m\"")
                     .and_then(|e| self.duration(e, "budget"))
                     .map(|b| budget = Some(b)),
+                "frontier" => {
+                    frontier_node = Some(child);
+                    self.frontier(child).map(|f| frontier = f)
+                }
                 _ => {
                     self.unknown_node(child, Some(node), OPEN_CHILDREN);
                     None
@@ -2390,6 +2397,15 @@ impl Decoder {
                 }
                 (Some(_), None) => {}
             }
+        }
+        // The frontier phase asks a search for extra rates; a grid (or a
+        // single trace replay) runs only the rates it lists.
+        let grid = match &rates_group.given {
+            Some((name, _)) => name == "rates",
+            None => trace.is_some(),
+        };
+        if let (Some(child), true) = (frontier_node, grid) {
+            ok &= self.issues(child, vec![rules::frontier_needs_search()]);
         }
         if rates_group.given.is_none() && trace.is_none() {
             ok = false;
@@ -2426,7 +2442,25 @@ impl Decoder {
             confidence,
             budget,
             repeat,
+            frontier,
         })
+    }
+
+    /// `frontier 0.5 1.5 2`: multipliers of each latency clause's bound
+    /// where the search adds rates (see [`rules::check_frontier`]).
+    fn frontier(&mut self, node: &KdlNode) -> Option<Vec<f64>> {
+        let usage = "frontier 0.5 0.75 1.5 2";
+        self.no_children(node, usage);
+        let entries = self.entries(node, usize::MAX, &[], usage);
+        let mut multipliers = Vec::new();
+        let mut ok = true;
+        for entry in &entries.args {
+            match self.number(entry, "frontier", usage) {
+                Some(m) => multipliers.push(m),
+                None => ok = false,
+            }
+        }
+        (ok && self.issues(node, rules::check_frontier(&multipliers))).then_some(multipliers)
     }
 
     /// `confidence "95%"`: of every verdict's intervals, strictly between 50% and 100%.

@@ -539,6 +539,12 @@ pub struct OpenSpec {
     /// `repeat 3`: each rate is run this many times (default 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub repeat: u32,
+    /// `frontier 0.5 1.5`: multipliers of each latency clause's bound at
+    /// which, after the search, extra rates resolve the SLO frontier (see
+    /// `analyze::frontier::FrontierPhase`). Empty: no frontier phase; a
+    /// results folder from before the setting reads as empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frontier: Vec<f64>,
 }
 
 fn default_confidence() -> Fraction {

@@ -317,6 +317,67 @@ pub(crate) fn check_search(min: RatePerS, max: RatePerS, precision: Fraction) ->
     issues
 }
 
+/// The most multipliers `frontier` takes: each may cost a few runs per
+/// latency clause, and a negotiation needs a handful of bounds, not a sweep.
+pub(crate) const FRONTIER_MAX_MULTIPLIERS: usize = 8;
+
+/// `frontier 0.5 1.5`: 1 to [`FRONTIER_MAX_MULTIPLIERS`] finite multipliers,
+/// each greater than 0, none equal to 1 (the declared bound, which the
+/// search brackets already), none twice.
+pub(crate) fn check_frontier(multipliers: &[f64]) -> Vec<Issue> {
+    let help = "each multiplier scales every latency clause's bound: `frontier 0.5 1.5` measures the frontier precisely at half and one and a half times each bound";
+    let mut issues = Vec::new();
+    if multipliers.is_empty() {
+        issues.push(Issue::new(At::Node, "`frontier` needs at least one multiplier").help(help));
+    }
+    if multipliers.len() > FRONTIER_MAX_MULTIPLIERS {
+        issues.push(
+            Issue::new(
+                At::Arg(FRONTIER_MAX_MULTIPLIERS),
+                format!(
+                    "`frontier` takes at most {FRONTIER_MAX_MULTIPLIERS} multipliers, got {}",
+                    multipliers.len()
+                ),
+            )
+            .help("each multiplier may cost several runs per latency clause; keep the bounds you would negotiate, e.g. `frontier 0.5 0.75 1.5 2`"),
+        );
+    }
+    for (i, &m) in multipliers.iter().enumerate() {
+        if !m.is_finite() || m <= 0.0 {
+            issues.push(
+                Issue::new(
+                    At::Arg(i),
+                    format!("frontier multipliers must be greater than 0, got {m}"),
+                )
+                .help(help),
+            );
+        } else if m == 1.0 {
+            issues.push(
+                Issue::new(
+                    At::Arg(i),
+                    "a multiplier of 1 is the declared bound itself, which the search already brackets",
+                )
+                .help("ask for bounds around it, e.g. `frontier 0.75 1.5`"),
+            );
+        } else if multipliers[..i].contains(&m) {
+            issues.push(
+                Issue::new(At::Arg(i), format!("the multiplier {m} is listed twice"))
+                    .help("list each multiplier once"),
+            );
+        }
+    }
+    issues
+}
+
+/// `frontier` beside an explicit grid: the phase picks rates, a grid lists them.
+pub(crate) fn frontier_needs_search() -> Issue {
+    Issue::new(
+        At::Node,
+        "`frontier` adds rates to a `search`; a grid of `rates` runs only the rates it lists",
+    )
+    .help("frontier needs `search`; with a grid, add rates where you want the curve dense, e.g. `rates 1 2 3 4 6 8`")
+}
+
 /// `knee fraction= upper=`: 0 < fraction ≤ upper ≤ 1.
 pub(crate) fn check_knee(knee: &KneeSpec) -> Vec<Issue> {
     let mut issues = Vec::new();
@@ -794,6 +855,12 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
             RateSelection::Grid { rates } => report("open, rates".into(), check_rate_grid(rates)),
         }
         report("open".into(), check_stop(&open.stop));
+        if !open.frontier.is_empty() {
+            report("open, frontier".into(), check_frontier(&open.frontier));
+            if matches!(open.rates, RateSelection::Grid { .. }) {
+                report("open, frontier".into(), vec![frontier_needs_search()]);
+            }
+        }
     }
     if let Some(sizing) = &experiment.sizing {
         if sizing.targets.is_empty() {

@@ -15,8 +15,10 @@
 //!   until measured.
 //!
 //! A Cr_open search is counted at its upper bound of runs (see
-//! [`super::search_max_runs`]); with `requests N` stops its runs are costed
-//! at the geometric mean of the search bounds.
+//! [`super::search_max_runs`]), and with `frontier` in `open` the frontier
+//! phase after it at its own ([`super::frontier_max_runs`]); with
+//! `requests N` stops their runs are costed at the geometric mean of the
+//! search bounds.
 
 use std::time::Duration;
 

@@ -74,9 +74,18 @@ pub enum OpenPlan {
         precision: Fraction,
         /// Upper bound on the runs the search may take (for the estimate).
         max_runs: u32,
+        /// `frontier` in `open`: upper bound on the extra rates the frontier
+        /// phase may run after the search (see [`frontier_max_runs`]); 0
+        /// without the setting.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        frontier_runs: u32,
         /// Template for the runs the search creates (load is set per rate).
         template: RunPlan,
     },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Closed or open loop.
@@ -286,6 +295,43 @@ pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_co
     bracketing.saturating_add(2u32.saturating_mul(slo_count).saturating_mul(bisection))
 }
 
+/// The frontier phase runs at most this many rates for one multiplied bound
+/// (`frontier` in `open`): after the search, the bracket around a bound is
+/// at most a factor 2 wide, and three bisections take it to 12.5%.
+pub const FRONTIER_RUNS_PER_BOUND: u32 = 3;
+/// …and at most this many rates per card in all, whatever the number of
+/// SLOs, clauses and multipliers: about one more search's worth of runs, so
+/// a long list of bounds cannot silently multiply the wall time.
+pub const FRONTIER_MAX_RUNS: u32 = 24;
+
+/// Upper bound on the rates the frontier phase runs for `bounds` multiplied
+/// bounds (latency clauses × multipliers), repetitions not counted: the
+/// phase's own caps ([`FRONTIER_RUNS_PER_BOUND`], [`FRONTIER_MAX_RUNS`]).
+pub fn frontier_max_runs(bounds: usize) -> u32 {
+    let bounds = u32::try_from(bounds).unwrap_or(u32::MAX);
+    bounds
+        .saturating_mul(FRONTIER_RUNS_PER_BOUND)
+        .min(FRONTIER_MAX_RUNS)
+}
+
+/// How many bounds `frontier` asks the phase to resolve: every latency
+/// clause of every SLO (the error rate has no bound in ms) times every
+/// multiplier.
+pub fn frontier_bounds(experiment: &Experiment) -> usize {
+    let multipliers = experiment.open.as_ref().map_or(0, |o| o.frontier.len());
+    let clauses: usize = experiment
+        .slos
+        .iter()
+        .map(|s| {
+            s.clauses
+                .iter()
+                .filter(|c| matches!(c, crate::config::SloClause::Latency { .. }))
+                .count()
+        })
+        .sum();
+    clauses * multipliers
+}
+
 fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
     mix(experiment_seed, hash_str(workload))
 }
@@ -360,8 +406,11 @@ fn card_plan(
                     precision,
                 } => {
                     let max_runs = search_max_runs(*min, *max, *precision, slos.len());
+                    let frontier_runs = frontier_max_runs(frontier_bounds(experiment));
                     let typical = open_run(RatePerS((min.0 * max.0).sqrt()));
-                    estimated_wall_time_s += f64::from(max_runs)
+                    // The frontier phase's rates are ordinary runs of the
+                    // same length, repeated like the search's.
+                    estimated_wall_time_s += f64::from(max_runs.saturating_add(frontier_runs))
                         * f64::from(spec.repeat.max(1))
                         * estimate::run_s(&typical, profile);
                     OpenPlan::Search {
@@ -370,6 +419,7 @@ fn card_plan(
                         max: *max,
                         precision: *precision,
                         max_runs,
+                        frontier_runs,
                         template: open_run(*min),
                     }
                 }
@@ -419,6 +469,7 @@ mod trace_stop_tests {
             confidence: crate::config::Fraction(0.95),
             budget: None,
             repeat: 1,
+            frontier: vec![],
         };
         let mean = trace.mean_rate_per_s();
         // Speedup 1: 10 s of trace, 2 of them warmup.
@@ -570,6 +621,7 @@ mod tests {
                 confidence: crate::config::Fraction(0.95),
                 budget: None,
                 repeat: 1,
+                frontier: vec![],
             }),
             sizing: None,
             base_dir: None,
@@ -722,11 +774,13 @@ mod tests {
             max,
             precision,
             max_runs,
+            frontier_runs,
             template,
         } = &plan.cards[0].open
         else {
             panic!("expected a search");
         };
+        assert_eq!(*frontier_runs, 0, "no `frontier`, no frontier phase");
         assert_eq!(
             (*arrival, *min, *max, *precision),
             (
@@ -802,6 +856,48 @@ mod tests {
             StopRule::Duration(Duration::from_secs(30)),
         ));
         assert!((grid.cards[0].estimated_wall_time_s - (8.0 * 72.0 + 2.0 * 47.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn frontier_adds_its_worst_case_to_the_search_bound() {
+        let with = |multipliers: &[f64]| {
+            let mut e = experiment();
+            if let Some(open) = e.open.as_mut() {
+                open.frontier = multipliers.to_vec();
+            }
+            let plan = build(&e);
+            let OpenPlan::Search {
+                max_runs,
+                frontier_runs,
+                ..
+            } = plan.cards[0].open
+            else {
+                panic!("expected a search");
+            };
+            (max_runs, frontier_runs, plan.cards[0].estimated_wall_time_s)
+        };
+        let (search, none, base_s) = with(&[]);
+        assert_eq!(none, 0);
+        // 4 latency clauses (the error rate has none) × 1 multiplier × 3 runs.
+        let (same, one, one_s) = with(&[1.5]);
+        assert_eq!((same, one), (search, 12));
+        // Each extra run costs one open run: 15 + 120 + 2 s.
+        assert!((one_s - base_s - 12.0 * 137.0).abs() < 1e-9);
+        // `capcard plan` shows both, in one bound.
+        let mut e = experiment();
+        if let Some(open) = e.open.as_mut() {
+            open.frontier = vec![1.5];
+        }
+        let table = render_table(&build(&e), &e);
+        assert!(
+            table.contains(&format!("≤ {} runs", search + 12))
+                && table.contains("then the frontier at 1.5× of each bound (≤ 12 of the runs)"),
+            "{table}"
+        );
+        // 4 × 3 × 3 = 36, capped per card.
+        let (_, capped, _) = with(&[0.5, 1.5, 2.0]);
+        assert_eq!(capped, FRONTIER_MAX_RUNS);
+        assert_eq!(frontier_max_runs(0), 0);
     }
 
     #[test]

@@ -216,14 +216,30 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             max,
             precision,
             max_runs,
+            frontier_runs,
             template,
         } => {
+            // The frontier phase's rates come after the search's, within
+            // the same bound (runs and time).
+            let frontier = match experiment.open.as_ref().map(|o| &o.frontier) {
+                Some(multipliers) if *frontier_runs > 0 => {
+                    let listed: Vec<String> = multipliers
+                        .iter()
+                        .map(|m| format!("{}×", trim_number(*m, 3)))
+                        .collect();
+                    format!(
+                        ", then the frontier at {} of each bound (≤ {frontier_runs} of the runs)",
+                        listed.join(" ")
+                    )
+                }
+                _ => String::new(),
+            };
             rows.push([
                 "open".into(),
-                runs_label(u64::from(*max_runs), true),
+                runs_label(u64::from(max_runs.saturating_add(*frontier_runs)), true),
                 format!("≤ {}", human_duration(open_s)),
                 format!(
-                    "search {}–{} {unit}, {}, precision {}",
+                    "search {}–{} {unit}, {}, precision {}{frontier}",
                     trim_number(min.0, 3),
                     trim_number(max.0, 3),
                     arrival.label(),
@@ -260,7 +276,11 @@ fn open_run_count(card: &CardPlan) -> (u64, bool) {
     match &card.open {
         OpenPlan::None => (0, false),
         OpenPlan::Grid { runs } => (runs.len() as u64, false),
-        OpenPlan::Search { max_runs, .. } => (u64::from(*max_runs), true),
+        OpenPlan::Search {
+            max_runs,
+            frontier_runs,
+            ..
+        } => (u64::from(max_runs.saturating_add(*frontier_runs)), true),
     }
 }
 

@@ -8,7 +8,10 @@
 //! concurrency on a log2 axis with a tick at every sweep level (levels are
 //! usually doubling); latencies on a log10 axis, since CrossP compares
 //! *relative* changes and SLO bounds often span orders of magnitude;
-//! throughput on a linear axis so saturation shows as a plateau.
+//! throughput on a linear axis so saturation shows as a plateau. The SLO
+//! frontier puts the clause's bound on the same log10 axis, and the rate it
+//! buys on a linear one, so "what does loosening the bound by half buy"
+//! reads as a step up.
 
 use std::ops::Range;
 
@@ -16,6 +19,8 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::analyze::frontier::Frontier;
+use crate::analyze::slo::clause_label;
 use crate::analyze::{Card, LatencyStats, RunSummary};
 use crate::config::{LatencyMetric, SloClause};
 
@@ -47,17 +52,30 @@ pub(crate) fn chart_links(card: &Card) -> Vec<(String, String)> {
             "open loop: TTFT and E2E vs arrival rate, SLO bounds and Cr_open marked".to_string(),
         ));
     }
+    if !frontier_series(card).is_empty() {
+        links.push((
+            format!("{stem}{FRONTIER_SUFFIX}"),
+            "SLO frontier: the largest measured rate that passes vs each latency clause's bound, declared bounds marked"
+                .to_string(),
+        ));
+    }
     links
 }
 
-/// The card's charts: closed loop (when a sweep was measured) and open loop
-/// (when open runs were measured).
+/// The frontier chart's file name ends so: the card's SLO frontier section
+/// links it.
+pub(crate) const FRONTIER_SUFFIX: &str = "--frontier.svg";
+
+/// The card's charts: closed loop (when a sweep was measured), open loop
+/// (when open runs were measured) and the SLO frontier (when it has points).
 pub fn charts(card: &Card) -> Vec<Chart> {
     chart_links(card)
         .into_iter()
         .map(|(file_name, _)| {
             let drawn = if file_name.ends_with("--closed.svg") {
                 closed_chart(card)
+            } else if file_name.ends_with(FRONTIER_SUFFIX) {
+                frontier_chart(card)
             } else {
                 open_chart(card)
             };
@@ -89,6 +107,22 @@ const SLO_COLORS: [RGBColor; 4] = [
     RGBColor(23, 190, 207),
     RGBColor(188, 189, 34),
 ];
+
+/// Per frontier curve, in results order (a curve and its declared bound
+/// share one).
+const FRONTIER_COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+];
+
+/// The multiplied bounds `frontier` asked for.
+const ASKED_COLOR: RGBColor = RGBColor(120, 120, 120);
 
 fn fallback_svg(message: &str) -> String {
     let escaped = message
@@ -251,7 +285,11 @@ enum Swatch {
     Line(RGBColor),
     Dashed(RGBColor),
     VerticalLine(RGBColor),
+    /// A vertical dashed line: a bound on the x axis.
+    VerticalDashed(RGBColor),
     Band(RGBColor),
+    /// A hollow point: an inconclusive run.
+    Hollow(RGBColor),
 }
 
 /// Legends sit in a strip right of the panels, so they never cover data.
@@ -286,10 +324,24 @@ where
                 vec![(x0 + 13, y - 7), (x0 + 13, y + 7)],
                 c.stroke_width(2),
             ))?,
+            Swatch::VerticalDashed(c) => {
+                area.draw(&PathElement::new(
+                    vec![(x0 + 13, y - 8), (x0 + 13, y - 2)],
+                    c.stroke_width(2),
+                ))?;
+                area.draw(&PathElement::new(
+                    vec![(x0 + 13, y + 2), (x0 + 13, y + 8)],
+                    c.stroke_width(2),
+                ))?;
+            }
             Swatch::Band(c) => area.draw(&Rectangle::new(
                 [(x0, y - 6), (x1, y + 6)],
                 c.mix(0.45).filled(),
             ))?,
+            Swatch::Hollow(c) => {
+                area.draw(&Circle::new((x0 + 13, y), 4, WHITE.filled()))?;
+                area.draw(&Circle::new((x0 + 13, y), 4, c.stroke_width(2)))?;
+            }
         }
         area.draw(&Text::new(
             label.clone(),
@@ -612,6 +664,243 @@ fn open_chart(card: &Card) -> DrawResult<String> {
             line_with_points(&mut chart, series(pick_p99), P99_COLOR)?;
             draw_legend(&legend_area, &legend)?;
         }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// One curve of the frontier chart.
+struct FrontierSeries<'a> {
+    frontier: &'a Frontier,
+    /// `"interactive: TTFT p99 ≤ 1 s"`, as the open chart names bounds.
+    label: String,
+    /// The SLO's own bound on the clause, when the card still has it.
+    declared_ms: Option<f64>,
+    /// `frontier` in `open`: `(multiplier, bound)` where the search made
+    /// the curve dense.
+    asked_ms: Vec<(f64, f64)>,
+    color: RGBColor,
+}
+
+/// The frontier curves with at least one drawable point.
+fn frontier_series(card: &Card) -> Vec<FrontierSeries<'_>> {
+    card.frontier
+        .iter()
+        .filter(|f| {
+            f.points
+                .iter()
+                .any(|p| p.bound_ms.is_finite() && p.bound_ms > 0.0 && p.rps.is_finite())
+        })
+        .enumerate()
+        .map(|(i, frontier)| {
+            let clause = declared_clause(card, &frontier.slo, &frontier.clause);
+            let declared_ms = match clause {
+                Some(SloClause::Latency { limit, .. }) => Some(limit.as_secs_f64() * 1000.0),
+                _ => declared_in_verdicts(card, &frontier.slo, &frontier.clause),
+            };
+            let words = clause.map_or_else(|| frontier.clause.clone(), clause_words);
+            let asked_ms = declared_ms.map_or_else(Vec::new, |ms| {
+                card.frontier_multipliers
+                    .iter()
+                    .map(|m| (*m, m * ms))
+                    .filter(|(_, b)| b.is_finite() && *b > 0.0)
+                    .collect()
+            });
+            FrontierSeries {
+                frontier,
+                label: format!("{}: {words}", frontier.slo),
+                declared_ms,
+                asked_ms,
+                color: FRONTIER_COLORS[i % FRONTIER_COLORS.len()],
+            }
+        })
+        .collect()
+}
+
+/// The SLO clause a frontier was computed for, found by its label (the
+/// frontier names its clause as the verdicts do).
+fn declared_clause<'a>(card: &'a Card, slo: &str, label: &str) -> Option<&'a SloClause> {
+    card.slos
+        .iter()
+        .filter(|s| s.name == slo)
+        .flat_map(|s| &s.clauses)
+        .find(|c| matches!(c, SloClause::Latency { .. }) && clause_label(c) == label)
+}
+
+/// The clause's bound as the runs' verdicts recorded it, for a card whose
+/// SLO no longer declares it.
+fn declared_in_verdicts(card: &Card, slo: &str, label: &str) -> Option<f64> {
+    card.open
+        .iter()
+        .filter_map(|r| r.verdict(slo))
+        .flat_map(|v| &v.clauses)
+        .find(|c| c.label == label)
+        .and_then(|c| c.limit_ms)
+}
+
+/// One panel: x the bound on each clause (log10 ms), y the largest measured
+/// rate that passes it, as steps (the rate holds until the next bound buys
+/// more); hollow points were inconclusive; each clause's declared bound a
+/// dashed vertical line.
+fn frontier_chart(card: &Card) -> DrawResult<String> {
+    let series = frontier_series(card);
+    let points = |s: &FrontierSeries<'_>| -> Vec<(f64, f64, bool)> {
+        s.frontier
+            .points
+            .iter()
+            .filter(|p| p.bound_ms.is_finite() && p.bound_ms > 0.0 && p.rps.is_finite())
+            .map(|p| (p.bound_ms.log10(), p.rps, p.inconclusive))
+            .collect()
+    };
+    let x_axis = log_ms_axis(
+        series
+            .iter()
+            .flat_map(|s| s.frontier.points.iter().map(|p| p.bound_ms))
+            .chain(series.iter().filter_map(|s| s.declared_ms))
+            .chain(series.iter().flat_map(|s| s.asked_ms.iter().map(|a| a.1))),
+    );
+    let x_range = x_axis.range();
+    let max_rps = series
+        .iter()
+        .flat_map(|s| s.frontier.points.iter().map(|p| p.rps))
+        .filter(|r| r.is_finite())
+        .fold(0.0, f64::max);
+    let y_hi = if max_rps > 0.0 { max_rps * 1.15 } else { 1.0 };
+    let mut legend: Vec<(Swatch, String)> = Vec::new();
+    for s in &series {
+        legend.push((Swatch::Line(s.color), s.label.clone()));
+        if let Some(ms) = s.declared_ms {
+            legend.push((
+                Swatch::VerticalDashed(s.color),
+                format!("declared {}", duration_secs(ms / 1000.0)),
+            ));
+        }
+    }
+    if let Some(first) = series.iter().find(|s| !s.asked_ms.is_empty()) {
+        let listed: Vec<String> = first
+            .asked_ms
+            .iter()
+            .map(|(m, _)| format!("{}×", plain(*m)))
+            .collect();
+        legend.push((
+            Swatch::VerticalDashed(ASKED_COLOR),
+            format!("frontier asked at {}", listed.join(", ")),
+        ));
+    }
+    if series
+        .iter()
+        .any(|s| s.frontier.points.iter().any(|p| p.inconclusive))
+    {
+        legend.push((Swatch::Hollow(BLACK), "inconclusive run".to_string()));
+    }
+    // Room for every legend row under the title.
+    let height = (HEIGHT / 4 * 3).max(52 + 22 * legend.len() as u32 + 60);
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let title = format!(
+            "{} × {} — SLO frontier (open loop)",
+            card.target, card.workload
+        );
+        let root = root.titled(&title, (FONT, 22))?;
+        let (area, legend_area) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(76)
+            .caption(
+                "largest measured rate that passes vs the clause's bound (log scale)",
+                (FONT, 17),
+            )
+            .build_cartesian_2d(x_axis, 0f64..y_hi)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .x_desc("bound on the clause")
+            .y_desc("arrival rate (RPS)")
+            .x_label_formatter(&ms_tick_label)
+            .y_label_formatter(&|y| plain(*y))
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            // Staggered by curve, so marks and labels of clauses declared
+            // alike stay readable.
+            let stagger = 0.05 * (i % 8) as f64;
+            // Where `frontier` asked for density: short marks in the
+            // curve's colour at the foot of the panel, with their multiplier.
+            for (m, ms) in &s.asked_ms {
+                let x = ms.log10();
+                let top = y_hi * (0.07 + stagger);
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(x, 0.0), (x, top)],
+                    3,
+                    3,
+                    s.color.mix(0.7).stroke_width(2),
+                ))?;
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((x, top))
+                        + Text::new(
+                            format!("{}×", plain(*m)),
+                            (4, -8),
+                            (FONT, 12).into_font().color(&s.color),
+                        ),
+                ))?;
+            }
+            if let Some(ms) = s.declared_ms {
+                let x = ms.log10();
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(x, 0.0), (x, y_hi)],
+                    8,
+                    5,
+                    s.color.stroke_width(2),
+                ))?;
+                let y = y_hi * (0.97 - stagger);
+                // Near the right edge the label goes left of its line.
+                let right = (x - x_range.start) / (x_range.end - x_range.start) > 0.75;
+                let (dx, h) = if right {
+                    (-5, HPos::Right)
+                } else {
+                    (5, HPos::Left)
+                };
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((x, y))
+                        + Text::new(
+                            format!("declared {}", duration_secs(ms / 1000.0)),
+                            (dx, 0),
+                            (FONT, 13)
+                                .into_font()
+                                .color(&s.color)
+                                .pos(Pos::new(h, VPos::Center)),
+                        ),
+                ))?;
+            }
+            let pts = points(s);
+            // Steps: a rate holds from its bound until the next bound buys
+            // more, and beyond the last one (no higher rate passed at any bound).
+            let mut path: Vec<(f64, f64)> = Vec::new();
+            for (j, &(x, r, _)) in pts.iter().enumerate() {
+                path.push((x, r));
+                let next_x = pts.get(j + 1).map_or(x_range.end, |p| p.0);
+                path.push((next_x, r));
+            }
+            chart.draw_series(LineSeries::new(path, s.color.stroke_width(2)))?;
+            for &(x, r, inconclusive) in &pts {
+                if inconclusive {
+                    chart.draw_series(std::iter::once(Circle::new((x, r), 4, WHITE.filled())))?;
+                    chart.draw_series(std::iter::once(Circle::new(
+                        (x, r),
+                        4,
+                        s.color.stroke_width(2),
+                    )))?;
+                } else {
+                    chart.draw_series(std::iter::once(Circle::new((x, r), 4, s.color.filled())))?;
+                }
+            }
+        }
+        draw_legend(&legend_area, &legend)?;
         root.present()?;
     }
     Ok(svg)

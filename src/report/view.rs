@@ -21,10 +21,11 @@ use crate::analyze::{
     CapacityReport, Card, CrClosed, CrOpen, CrossP, LatencyStats, RunSummary, SizingRow,
 };
 
-use super::chart::chart_links;
+use super::chart::{FRONTIER_SUFFIX, chart_links};
 use super::describe::{
     arrival_unit_words, arrival_words, clause_words, metric_label_str, profile_lines,
 };
+use super::format::plain;
 
 /// Measured and requested token counts that differ by more than this
 /// (relative) get a warning on the card.
@@ -307,6 +308,11 @@ pub struct CardView {
     pub notes: Vec<String>,
     pub errors: Vec<ErrorClassRow>,
     pub charts: Vec<ChartLink>,
+    /// The SLO frontier's chart, also among `charts`, for its own section.
+    pub frontier_chart: Option<ChartLink>,
+    /// `frontier` in `open`: where the search made the curve dense,
+    /// `"0.5×, 1.5×"` (of each bound); `None` without the setting.
+    pub frontier_dense: Option<String>,
     /// Shown under Status and first in the Reading. `None`: every run valid.
     pub invalid: Option<InvalidRunsView>,
     /// Runs with prefix-cache hits the workload does not explain (it declares
@@ -932,6 +938,17 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .into_iter()
             .map(|(file_name, alt)| ChartLink { file_name, alt })
             .collect(),
+        frontier_chart: chart_links(card)
+            .into_iter()
+            .find(|(file_name, _)| file_name.ends_with(FRONTIER_SUFFIX))
+            .map(|(file_name, alt)| ChartLink { file_name, alt }),
+        frontier_dense: (!card.frontier_multipliers.is_empty()).then(|| {
+            card.frontier_multipliers
+                .iter()
+                .map(|m| format!("{}×", plain(*m)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }),
         invalid: invalid_runs(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,
@@ -1111,6 +1128,7 @@ mod tests {
             sizing: vec![],
             repeat: None,
             frontier: vec![],
+            frontier_multipliers: vec![],
             notes: vec![],
             telemetry_notes: vec![],
             limits: BTreeMap::new(),

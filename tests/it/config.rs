@@ -378,6 +378,79 @@ fn verdict_settings_out_of_range() {
 }
 
 #[test]
+fn frontier_multipliers_decode_into_the_open_block() {
+    let source = with_base(
+        r#"slo "chat" { ttft p99="1s"; error-rate max="1%" }
+open { search min=1 max=8; duration "10s"; frontier 0.5 0.75 1.5 2 }"#,
+    );
+    let experiment = config::parse(&source, Path::new("frontier.kdl"))
+        .unwrap_or_else(|err| panic!("{}", render(&err)));
+    let open = experiment.open.as_ref().unwrap();
+    assert_eq!(open.frontier, [0.5, 0.75, 1.5, 2.0]);
+    config::validate(&experiment).unwrap_or_else(|err| panic!("{}", render(&err)));
+    // `capcard plan` counts the phase: 1 latency clause × 4 multipliers × 3.
+    let plan = capcard::plan::build(&experiment);
+    let capcard::plan::OpenPlan::Search { frontier_runs, .. } = &plan.cards[0].open else {
+        panic!("expected a search");
+    };
+    assert_eq!(*frontier_runs, 12);
+
+    // Without the setting: no frontier phase, and plan.json says nothing of it.
+    let plain = config::parse(
+        &with_base(r#"open { search min=1 max=8; duration "10s" }"#),
+        Path::new("plain.kdl"),
+    )
+    .unwrap();
+    assert!(plain.open.as_ref().unwrap().frontier.is_empty());
+    let json = serde_json::to_string(&capcard::plan::build(&plain)).unwrap();
+    assert!(!json.contains("frontier"), "{json}");
+}
+
+#[test]
+fn frontier_settings_out_of_range() {
+    insta::assert_snapshot!(errors(
+        "frontier.kdl",
+        &with_base(r#"open { search min=1 max=8; duration "10s"; frontier 0 1 -2 0.5 0.5 }"#)
+    ));
+    insta::assert_snapshot!(errors(
+        "frontier.kdl",
+        &with_base(
+            r#"open { search min=1 max=8; duration "10s"; frontier 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1.1 }"#
+        )
+    ));
+}
+
+#[test]
+fn frontier_with_a_grid_needs_search() {
+    insta::assert_snapshot!(errors(
+        "grid.kdl",
+        &with_base(r#"open { rates 1 2 4; duration "10s"; frontier 0.5 2 }"#)
+    ));
+}
+
+#[test]
+fn validate_checks_frontier_of_experiments_built_in_code() {
+    let source = with_base(
+        r#"slo "chat" { ttft p99="1s" }
+open { search min=1 max=8; duration "10s"; frontier 0.5 }"#,
+    );
+    let mut experiment = config::parse(&source, Path::new("frontier.kdl")).unwrap();
+    let open = experiment.open.as_mut().unwrap();
+    open.frontier = vec![1.0, f64::NAN];
+    open.rates = config::RateSelection::Grid {
+        rates: vec![config::RatePerS(1.0)],
+    };
+    let text = render(&config::validate(&experiment).unwrap_err());
+    for expected in [
+        "open, frontier: a multiplier of 1 is the declared bound itself",
+        "open, frontier: frontier multipliers must be greater than 0, got NaN",
+        "frontier needs `search`; with a grid, add rates",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in\n{text}");
+    }
+}
+
+#[test]
 fn sizing_naming_a_missing_slo() {
     insta::assert_snapshot!(errors(
         "sizing.kdl",

@@ -439,3 +439,130 @@ fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
     assert!(log.contains("tiny-sim--w--r4.000--ext: kept"), "{log}");
     assert_eq!(std::fs::read(&ext).unwrap(), ext_before);
 }
+
+/// `frontier 0.5 2` after a coarse search (25%): the tiny sim's E2E p50
+/// rises from ~170 ms to ~270 ms, then the replica overloads near 16 rps.
+/// No extensions (`budget "0s"`), so the search's rates follow from the
+/// recorded verdicts alone.
+const FRONTIER: &str = r#"
+experiment "e2e-frontier" {
+    seed 5
+}
+target "tiny-sim" {
+    sim tiny
+}
+workload "w" {
+    input-tokens fixed 200
+    output-tokens fixed 48
+}
+slo "chat" {
+    e2e p50="500ms"
+}
+open {
+    arrival poisson
+    search min=2 max=64 precision="25%"
+    duration "1s"
+    warmup "200ms"
+    budget "0s"
+    frontier 0.5 2
+}
+"#;
+
+#[test]
+fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
+    use capcard::analyze::search::{Search, verdicts_of};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("frontier.kdl");
+    std::fs::write(&file, FRONTIER).unwrap();
+    let out = tmp.path().join("results");
+    let output = capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{log}");
+    let report = read_report(&out);
+    let card = &report.cards[0];
+    assert_eq!(card.frontier_multipliers, [0.5, 2.0]);
+    let rates: Vec<f64> = card.open.iter().filter_map(|r| r.rate_rps).collect();
+
+    // The search alone, replayed on the recorded verdicts, asks for some of
+    // the rates; the others are the frontier phase's.
+    let mut search = Search::new(2.0, 64.0, 0.25, None, vec!["chat".into()]);
+    let mut searched = Vec::new();
+    while let Some(rate) = search.next_rate() {
+        let run = card
+            .open
+            .iter()
+            .find(|r| r.rate_rps == Some(rate))
+            .unwrap_or_else(|| panic!("the search's {rate} rps was not run: {rates:?}"));
+        search.record(rate, &verdicts_of(run));
+        searched.push(rate);
+    }
+    let extra: Vec<f64> = rates
+        .iter()
+        .copied()
+        .filter(|r| !searched.contains(r))
+        .collect();
+    assert!(
+        !extra.is_empty(),
+        "frontier added no rate to {searched:?}\n{log}"
+    );
+    assert!(extra.len() as u32 <= capcard::plan::frontier_max_runs(2));
+    assert!(
+        log.contains("frontier of chat, e2e p50 ≤ 500ms at 0.5× (≤ 250ms)"),
+        "{log}"
+    );
+
+    // At each multiplied bound the frontier has a point: the highest rate
+    // within it, and the next rate measured lies beyond it, within the
+    // search's precision of that point.
+    let frontier = &card.frontier[0];
+    for bound_ms in [250.0, 1000.0] {
+        let within = frontier
+            .points
+            .iter()
+            .rev()
+            .find(|p| p.bound_ms <= bound_ms)
+            .unwrap_or_else(|| panic!("no point within {bound_ms} ms: {frontier:?}"));
+        let beyond = rates
+            .iter()
+            .copied()
+            .filter(|&r| r > within.rps)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            (beyond - within.rps) / within.rps <= 0.25 + 1e-9,
+            "{bound_ms} ms: {} rps within, next rate {beyond}: {frontier:?} {rates:?}",
+            within.rps
+        );
+    }
+    let card_md = std::fs::read_to_string(out.join("tiny-sim--w.md")).unwrap();
+    assert!(
+        card_md.contains("Dense at 0.5×, 2× of each bound"),
+        "{card_md}"
+    );
+    assert!(card_md.contains("(tiny-sim--w--frontier.svg)"));
+    assert!(out.join("tiny-sim--w--frontier.svg").is_file());
+
+    // The phase picks its rates from the runs alone: `--resume` asks for the
+    // same ones and keeps every journal.
+    let resumed = capcard()
+        .args(["run", "--quiet", "--resume"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let again = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{again}");
+    for rate in &extra {
+        let id = format!("tiny-sim--w--r{rate:.3}: kept");
+        assert!(again.contains(&id), "{id} not in\n{again}");
+    }
+    assert!(
+        !again.contains("rps poisson, warmup"),
+        "a run was measured again:\n{again}"
+    );
+}

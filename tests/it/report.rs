@@ -116,6 +116,7 @@ fn cards_say_what_is_missing_and_never_invent_numbers() {
     empty.crossp = None;
     empty.cr_closed = None;
     empty.cr_open.clear();
+    empty.frontier.clear();
     empty.measured_tokens = None;
     for row in &mut empty.sizing {
         row.cr_per_replica = None;
@@ -147,7 +148,11 @@ fn charts_are_deterministic_and_labelled() {
     let names: Vec<&str> = first.iter().map(|c| c.file_name.as_str()).collect();
     assert_eq!(
         names,
-        ["h100-vllm--chat--closed.svg", "h100-vllm--chat--open.svg"]
+        [
+            "h100-vllm--chat--closed.svg",
+            "h100-vllm--chat--open.svg",
+            "h100-vllm--chat--frontier.svg"
+        ]
     );
 
     let closed = &first[0].svg;
@@ -179,8 +184,37 @@ fn charts_are_deterministic_and_labelled() {
         assert!(open.contains(label), "open chart lacks {label:?}");
     }
 
+    let frontier = &first[2].svg;
+    for label in [
+        "h100-vllm × chat — SLO frontier (open loop)",
+        "bound on the clause",
+        "arrival rate (RPS)",
+        "interactive: TTFT p50 ≤ 300 ms",
+        "interactive: TTFT p99 ≤ 1 s",
+        "batch: E2E p95 ≤ 120 s",
+        "declared 300 ms",
+        "declared 1 s",
+        "declared 120 s",
+        "frontier asked at 0.5×, 1.5×",
+    ] {
+        assert!(frontier.contains(label), "frontier chart lacks {label:?}");
+    }
+    assert!(
+        !frontier.contains("inconclusive run"),
+        "no inconclusive point, no legend entry"
+    );
+    // An inconclusive point is drawn hollow (a white disc under a ring).
+    let mut unsure = chat.clone();
+    unsure.frontier[0].points[2].inconclusive = true;
+    let hollow = &charts(&unsure)[2].svg;
+    assert!(hollow.contains("inconclusive run"));
+    assert!(
+        hollow.matches("fill=\"#FFFFFF\"").count() > frontier.matches("fill=\"#FFFFFF\"").count(),
+        "a hollow point adds a white disc"
+    );
+
     let agent = charts(&report.cards[1]);
-    assert_eq!(agent.len(), 2);
+    assert_eq!(agent.len(), 2, "no frontier, no frontier chart");
     assert!(agent[1].svg.contains("Cr_open batch: ≥ 0.20 RPS"));
     assert!(
         !agent[1].svg.contains("Cr_open interactive"),
@@ -194,6 +228,7 @@ fn charts_are_deterministic_and_labelled() {
     let mut nothing = chat.clone();
     nothing.closed.clear();
     nothing.open.clear();
+    nothing.frontier.clear();
     assert!(charts(&nothing).is_empty());
 }
 
