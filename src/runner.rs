@@ -320,7 +320,10 @@ async fn drive(
         match &card.open {
             OpenPlan::None => {}
             OpenPlan::Grid { runs } => {
-                let mut budget = Budget::of(experiment, runs.first());
+                // Runs at low rates are longer (sized for samples): the
+                // budget is counted from the longest.
+                let longest = runs.iter().max_by_key(|r| planned_measured_time(r));
+                let mut budget = Budget::of(experiment, longest);
                 let wanted: Vec<String> = card.slos.clone();
                 for run in runs {
                     if cancel.is_cancelled() {
@@ -355,7 +358,10 @@ async fn drive(
                 let slo_names: Vec<String> = card.slos.clone();
                 let mut search =
                     analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
-                let mut budget = Budget::of(experiment, Some(template));
+                // From the search's longest run: the one at `min`, which
+                // is lengthened most for samples.
+                let longest = plan::run_at_rate_of(template, *min, experiment);
+                let mut budget = Budget::of(experiment, Some(&longest));
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
                 // The card's open runs so far, for the frontier phase.
                 let mut open: Vec<RunSummary> = Vec::new();
@@ -363,12 +369,7 @@ async fn drive(
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
-                    let first = plan::run_at_rate_of(
-                        template,
-                        config::RatePerS(rate),
-                        experiment.seed,
-                        experiment.open.as_ref(),
-                    );
+                    let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
                     let wanted = search.unresolved();
                     // `repeat N`: every repetition of the rate, then one
                     // verdict per SLO for the rate (a pass only if all pass).
@@ -442,12 +443,7 @@ async fn drive(
                         analyze::slo::format_ms(wanted.bound_ms),
                         analyze::search::fmt_rate(rate)
                     );
-                    let first = plan::run_at_rate_of(
-                        template,
-                        config::RatePerS(rate),
-                        experiment.seed,
-                        experiment.open.as_ref(),
-                    );
+                    let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
                     for r in 1..=repeat {
                         let run = first.repetition_of(r);
                         let journal =
@@ -729,8 +725,8 @@ fn describe_run(run: &RunPlan) -> String {
 }
 
 /// The measured time one card's open runs may add by extending
-/// inconclusive rates: `budget` of the open block, else 4 × one run's
-/// measured time.
+/// inconclusive rates: `budget` of the open block, else 4 × the measured
+/// time of the run it is counted from (the card's longest).
 #[derive(Debug, Clone, Copy)]
 struct Budget {
     left: Duration,

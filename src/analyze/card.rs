@@ -545,6 +545,26 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             }
         }
     }
+    if let Some(open) = &experiment.open {
+        if let crate::config::StopRule::Duration(declared) = open.stop {
+            let declared_s = declared.as_secs_f64();
+            let lengthened: Vec<String> = card
+                .open
+                .iter()
+                .filter(|s| !s.run_id.ends_with("--ext") && s.window_s > declared_s * 1.05)
+                .filter_map(|s| s.rate_rps.map(fmt_rate))
+                .collect();
+            if !lengthened.is_empty() && open.trace.is_none() {
+                notes.push(format!(
+                    "open runs at {} rps were lengthened beyond the declared {}s to gather the {} calls the SLOs' highest percentile is judged on (at most {}×)",
+                    lengthened.join(", "),
+                    fmt_rate(declared_s),
+                    crate::plan::samples_to_judge(&experiment.slos, open.confidence.0),
+                    crate::plan::MAX_SAMPLE_LENGTHENING
+                ));
+            }
+        }
+    }
     let not_kept_up: Vec<String> = card
         .open
         .iter()
@@ -941,6 +961,41 @@ mod tests {
         // Alone: rep 1 passed 2 and 4; rep 2 ran only the failing 4; rep 3 no rate.
         assert_eq!(spread.cr_open[0].rps, vec![Some(4.0), None, None]);
         assert!(single.repeat.is_none());
+    }
+
+    #[test]
+    fn runs_lengthened_for_samples_are_named() {
+        let exp = experiment();
+        let Some(crate::config::StopRule::Duration(declared)) = exp.open.as_ref().map(|o| o.stop)
+        else {
+            panic!("the test experiment's open runs have a duration");
+        };
+        let mut slow = open_run(0.5, true);
+        slow.window_s = declared.as_secs_f64() * 3.0;
+        let mut ext = open_run(0.5, true);
+        ext.run_id.push_str("--ext");
+        ext.window_s = declared.as_secs_f64() * 4.0;
+        let mut fast = open_run(4.0, true);
+        fast.window_s = declared.as_secs_f64();
+        let card = build_card(
+            &exp,
+            &target(),
+            &workload(),
+            None,
+            vec![],
+            vec![slow, ext, fast],
+        );
+        let lengthened: Vec<&String> = card
+            .notes
+            .iter()
+            .filter(|n| n.contains("lengthened beyond the declared"))
+            .collect();
+        assert_eq!(lengthened.len(), 1, "{:?}", card.notes);
+        assert!(
+            lengthened[0].starts_with("open runs at 0.5 rps "),
+            "{}",
+            lengthened[0]
+        );
     }
 
     #[test]

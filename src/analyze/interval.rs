@@ -218,6 +218,18 @@ pub fn rank_interval(n: u64, q: f64, confidence: f64, inflation: f64) -> RankInt
     RankInterval { lower, upper }
 }
 
+/// Fewest independent samples for which the `q`-quantile has an upper
+/// confidence bound at all: the largest sample bounds it once
+/// `q^n ≤ α/2`. A p90 at 95% needs 36, a p99 368; a run with fewer can
+/// never pass a bound on that percentile, however fast the server.
+pub fn min_samples_for_upper_bound(q: f64, confidence: f64) -> u64 {
+    if !(q > 0.0 && q < 1.0) {
+        return 1;
+    }
+    let alpha_half = (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0;
+    (alpha_half.ln() / q.ln()).ceil().max(1.0) as u64
+}
+
 /// `(l, u)` for `m` samples by exact binomial tails: `l` the largest with
 /// `P(B ≤ l − 1) ≤ α/2` (0: none), `u` the smallest with `P(B ≥ u) ≤ α/2`
 /// (`m + 1`: none).
@@ -633,5 +645,21 @@ mod tests {
             without < 80,
             "the correction matters: {without} of 100 without it"
         );
+    }
+
+    #[test]
+    fn fewest_samples_for_an_upper_bound_match_the_rank_interval() {
+        assert_eq!(min_samples_for_upper_bound(0.9, 0.95), 36);
+        assert_eq!(min_samples_for_upper_bound(0.99, 0.95), 368);
+        assert_eq!(min_samples_for_upper_bound(0.5, 0.95), 6);
+        for (q, c) in [(0.5, 0.95), (0.9, 0.95), (0.95, 0.9), (0.99, 0.99)] {
+            let n = min_samples_for_upper_bound(q, c);
+            assert!(rank_interval(n, q, c, 1.0).upper.is_some(), "q={q} n={n}");
+            assert!(
+                rank_interval(n - 1, q, c, 1.0).upper.is_none(),
+                "q={q} n={}",
+                n - 1
+            );
+        }
     }
 }

@@ -529,7 +529,8 @@ pub struct OpenSpec {
     #[serde(default = "default_confidence")]
     pub confidence: Fraction,
     /// `budget "20m"`: measured time the open runs of one card may add by
-    /// extending inconclusive rates (default: 4 × one run's duration).
+    /// extending inconclusive rates (default: 4 × the longest run the search
+    /// or grid makes).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

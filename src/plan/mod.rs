@@ -235,17 +235,76 @@ pub fn run_seed(experiment_seed: u64, workload: &str, load: &Load) -> u64 {
 /// The run a Cr_open search makes at `rate`, from the search's template; a
 /// trace replay that lasts the trace (`open` has no `duration`) gets the
 /// duration of the replay at that rate.
-pub fn run_at_rate_of(
-    template: &RunPlan,
-    rate: RatePerS,
-    experiment_seed: u64,
-    open: Option<&crate::config::OpenSpec>,
-) -> RunPlan {
-    let mut run = run_at_rate(template, rate, experiment_seed);
-    if let Some(open) = open {
-        run.stop = open.stop_at(rate.0);
+pub fn run_at_rate_of(template: &RunPlan, rate: RatePerS, experiment: &Experiment) -> RunPlan {
+    let mut run = run_at_rate(template, rate, experiment.seed);
+    if let Some(open) = &experiment.open {
+        run.stop = open_stop(open, rate.0, &experiment.slos);
     }
     run
+}
+
+/// A run holds this many times the fewest samples that bound its SLOs'
+/// highest percentile at all, so that a pass does not hang on the single
+/// largest sample.
+pub const SAMPLE_MARGIN: u64 = 3;
+/// A run is lengthened for samples to at most this many times its declared
+/// length (beyond it, a low rate stays inconclusive and the card says so).
+pub const MAX_SAMPLE_LENGTHENING: f64 = 4.0;
+
+/// Calls (tasks) an open run should hold for `slos` to be judged at
+/// `confidence`: [`SAMPLE_MARGIN`] × the fewest samples giving the highest
+/// percentile among their latency clauses an upper bound
+/// ([`crate::analyze::interval::min_samples_for_upper_bound`]: 36 for a p90
+/// at 95%, 368 for a p99); 0 without percentile clauses.
+pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
+    slos.iter()
+        .flat_map(|slo| &slo.clauses)
+        .filter_map(|clause| match clause {
+            crate::config::SloClause::Latency {
+                stat: crate::config::Stat::Percentile(p),
+                ..
+            } => Some(crate::analyze::interval::min_samples_for_upper_bound(
+                p / 100.0,
+                confidence,
+            )),
+            _ => None,
+        })
+        .max()
+        .map_or(0, |n| n * SAMPLE_MARGIN)
+}
+
+/// How an open run at `rate` stops: the declared rule
+/// ([`OpenSpec::stop_at`]), lengthened when it would not hold the
+/// [`samples_to_judge`] the SLOs need at that rate — a p90 judged on the
+/// 10 calls of 40 s at 0.25 rps can never pass — by up to
+/// [`MAX_SAMPLE_LENGTHENING`], to a whole second. A trace replay lasts
+/// its trace. The count is of tasks (an agent task's calls are more).
+pub fn open_stop(
+    spec: &crate::config::OpenSpec,
+    rate: f64,
+    slos: &[crate::config::Slo],
+) -> StopRule {
+    let declared = spec.stop_at(rate);
+    let needed = samples_to_judge(slos, spec.confidence.0);
+    if spec.trace.is_some() || needed == 0 || rate.is_nan() || rate <= 0.0 {
+        return declared;
+    }
+    match declared {
+        StopRule::Duration(d) => {
+            let needed_s = needed as f64 / rate;
+            if needed_s <= d.as_secs_f64() {
+                return declared;
+            }
+            let lengthened = needed_s
+                .min(d.as_secs_f64() * MAX_SAMPLE_LENGTHENING)
+                .ceil();
+            StopRule::Duration(std::time::Duration::from_secs_f64(lengthened))
+        }
+        StopRule::Requests(n) if n < needed => {
+            StopRule::Requests(needed.min((n as f64 * MAX_SAMPLE_LENGTHENING).ceil() as u64))
+        }
+        other => other,
+    }
 }
 
 /// `template` at `rate`, with its id and seed.
@@ -385,7 +444,7 @@ fn card_plan(
                         arrival: spec.arrival,
                     },
                     spec.warmup,
-                    spec.stop_at(rate.0),
+                    open_stop(spec, rate.0, &experiment.slos),
                 )
             };
             match &spec.rates {
@@ -420,7 +479,17 @@ fn card_plan(
                         precision: *precision,
                         max_runs,
                         frontier_runs,
-                        template: open_run(*min),
+                        // The declared length: each rate's run is sized
+                        // for samples when it is made (run_at_rate_of).
+                        template: run(
+                            Mode::Open,
+                            Load::Rate {
+                                rate: *min,
+                                arrival: spec.arrival,
+                            },
+                            spec.warmup,
+                            spec.stop_at(min.0),
+                        ),
                     }
                 }
             }
@@ -838,10 +907,60 @@ mod tests {
     }
 
     #[test]
+    fn open_runs_are_lengthened_to_hold_the_samples_their_slos_need() {
+        let e = experiment();
+        let open = e.open.clone().unwrap();
+        // The SLOs' top percentile is a p99: 3 × 368 calls.
+        assert_eq!(samples_to_judge(&e.slos, 0.95), 1104);
+        let secs = |rate: f64| match open_stop(&open, rate, &e.slos) {
+            StopRule::Duration(d) => d.as_secs_f64(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(secs(20.0), 120.0, "enough calls in the declared 2 min");
+        assert_eq!(secs(5.0), 221.0, "1,104 calls at 5/s, to a whole second");
+        assert_eq!(secs(0.5), 480.0, "at most 4× the declared length");
+        // A p90-only SLO needs 108 calls; a mean-only SLO none.
+        let p90 = vec![Slo {
+            name: "p90".into(),
+            span: None,
+            clauses: vec![latency(LatencyMetric::E2e, 90.0, 4000)],
+        }];
+        assert_eq!(samples_to_judge(&p90, 0.95), 108);
+        let mean = vec![Slo {
+            name: "mean".into(),
+            span: None,
+            clauses: vec![SloClause::Latency {
+                metric: LatencyMetric::Ttft,
+                stat: crate::config::Stat::Mean,
+                limit: Duration::from_millis(200),
+            }],
+        }];
+        assert_eq!(samples_to_judge(&mean, 0.95), 0);
+        assert_eq!(open_stop(&open, 0.5, &mean), open.stop);
+        // A request count grows the same way.
+        let requests = OpenSpec {
+            stop: StopRule::Requests(500),
+            ..open.clone()
+        };
+        assert_eq!(open_stop(&requests, 1.0, &e.slos), StopRule::Requests(1104));
+        // The run the runner makes at a rate carries the sized stop; the
+        // plan's template keeps the declared one.
+        let plan = build(&e);
+        let OpenPlan::Search { template, .. } = &plan.cards[0].open else {
+            panic!("a search");
+        };
+        assert_eq!(template.stop, open.stop);
+        let run = run_at_rate_of(template, RatePerS(5.0), &e);
+        assert_eq!(run.stop, StopRule::Duration(Duration::from_secs(221)));
+    }
+
+    #[test]
     fn estimate_sums_duration_runs() {
         let plan = build(&experiment());
-        // Closed: 8 × (10 + 60 + 2); open: 33 × (15 + 120 + 2).
-        let card_s = 8.0 * 72.0 + 33.0 * 137.0;
+        // Closed: 8 × (10 + 60 + 2); open: 33 × (15 + 196 + 2), since at
+        // the typical rate √(0.5 · 64) ≈ 5.66 rps the 1,104 calls a p99 is
+        // judged on take 196 s, not the declared 120.
+        let card_s = 8.0 * 72.0 + 33.0 * 213.0;
         for card in &plan.cards {
             assert!(
                 (card.estimated_wall_time_s - card_s).abs() < 1e-9,
@@ -855,7 +974,8 @@ mod tests {
             &[1.0, 2.0],
             StopRule::Duration(Duration::from_secs(30)),
         ));
-        assert!((grid.cards[0].estimated_wall_time_s - (8.0 * 72.0 + 2.0 * 47.0)).abs() < 1e-9);
+        // 1 and 2 rps would need 1,104 s and 552 s: lengthened 4×, to 120 s.
+        assert!((grid.cards[0].estimated_wall_time_s - (8.0 * 72.0 + 2.0 * 137.0)).abs() < 1e-9);
     }
 
     #[test]
@@ -881,8 +1001,8 @@ mod tests {
         // 4 latency clauses (the error rate has none) × 1 multiplier × 3 runs.
         let (same, one, one_s) = with(&[1.5]);
         assert_eq!((same, one), (search, 12));
-        // Each extra run costs one open run: 15 + 120 + 2 s.
-        assert!((one_s - base_s - 12.0 * 137.0).abs() < 1e-9);
+        // Each extra run costs one open run: 15 + 196 + 2 s.
+        assert!((one_s - base_s - 12.0 * 213.0).abs() < 1e-9);
         // `capcard plan` shows both, in one bound.
         let mut e = experiment();
         if let Some(open) = e.open.as_mut() {
@@ -906,8 +1026,9 @@ mod tests {
         e.closed = None;
         e.workloads.truncate(1);
         let plan = build(&e);
-        // 100 calls at 4 req/s = 25 s, + 15 s warmup + 2 s drain.
-        assert!((plan.cards[0].estimated_wall_time_s - 42.0).abs() < 1e-9);
+        // 100 calls lengthened 4× for the p99 (1,104 wanted): 400 calls at
+        // 4 req/s = 100 s, + 15 s warmup + 2 s drain.
+        assert!((plan.cards[0].estimated_wall_time_s - 117.0).abs() < 1e-9);
 
         let mut e = experiment();
         e.open = None;
@@ -940,18 +1061,19 @@ mod tests {
         let table = render_table(&build(&e), &e);
         for needle in [
             "experiment \"support-chat\"  seed 7",
-            "h100-vllm × chat  (est. ≤ 1h 25m)",
+            "h100-vllm × chat  (est. ≤ 2h 7m)",
             "what-if × multi-turn",
             "concurrency 1 2 4 8 16 32 64 128",
             "warmup 10s + 1m per level",
             "search 0.5–64 req/s, poisson, precision 5%",
             "search 0.5–64 conversations/s, poisson, precision 5%",
             "warmup 15s + 2m per rate",
+            "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs' top percentile",
             "≤ 33 runs",
             "interactive  ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%",
             "batch        e2e p95≤2m",
             "4 cards (2 targets × 2 workloads), 32 closed runs, up to 132 open runs",
-            "estimated wall time ≤ 5h 40m",
+            "estimated wall time ≤ 8h 27m",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");
         }
@@ -971,7 +1093,7 @@ mod tests {
         );
         assert_eq!(column(closed_line, "runs"), column(open_line, "runs"));
         assert!(closed_line.contains("9m 36s"), "{closed_line}");
-        assert!(open_line.contains("≤ 1h 15m"), "{open_line}");
+        assert!(open_line.contains("≤ 1h 57m"), "{open_line}");
         assert!(!table.contains("requests` stops"));
     }
 

@@ -247,9 +247,33 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 ),
             ]);
             rows.push(["".into(), "".into(), "".into(), per_run(template, "rate")]);
+            if let Some(line) = lengthening(template, experiment) {
+                rows.push(["".into(), "".into(), "".into(), line]);
+            }
         }
     }
     rows
+}
+
+/// Below which rate the search's runs are lengthened for samples
+/// ([`super::open_stop`]), when the range reaches that low.
+fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
+    let open = experiment.open.as_ref()?;
+    let needed = super::samples_to_judge(&experiment.slos, open.confidence.0);
+    let StopRule::Duration(declared) = template.stop else {
+        return None;
+    };
+    let below_rps = needed as f64 / declared.as_secs_f64();
+    let Load::Rate { rate: min, .. } = template.load else {
+        return None;
+    };
+    (needed > 0 && min.0 < below_rps).then(|| {
+        format!(
+            "longer below {} req/s, up to {}×: {needed} calls to judge the SLOs' top percentile",
+            trim_number(below_rps, 3),
+            trim_number(super::MAX_SAMPLE_LENGTHENING, 2)
+        )
+    })
 }
 
 /// The closed sweep's share of the card's estimate (the plan stores one

@@ -188,7 +188,10 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         out,
         "    search min=0.25 max=256 precision=\"10%\"  // {unit}; Cr_open is the replica's, not the log's"
     );
-    out.push_str("    duration \"120s\"\n    warmup \"15s\"\n}\n");
+    out.push_str(
+        "    duration \"120s\"\n    warmup \"15s\"\n    \
+         // frontier 0.5 2                         // to negotiate the SLO: also measure where each bound x0.5 and x2 holds\n}\n",
+    );
     if let Some(a) = &profile.arrival {
         // The demand to size for is the busiest minute, not the average.
         let _ = writeln!(

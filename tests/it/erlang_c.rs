@@ -264,12 +264,7 @@ fn example() -> (Experiment, Slo, f64, f64) {
 
 /// The example's open run at `rate`, as the runner makes it.
 fn run_at(experiment: &Experiment, template: &RunPlan, rate: f64) -> RunPlan {
-    plan::run_at_rate_of(
-        template,
-        RatePerS(rate),
-        experiment.seed,
-        experiment.open.as_ref(),
-    )
+    plan::run_at_rate_of(template, RatePerS(rate), experiment)
 }
 
 /// One whole search on the simulated queue, judged at the example's
