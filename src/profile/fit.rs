@@ -44,6 +44,19 @@ pub enum Family {
     Empirical,
 }
 
+impl Family {
+    /// The family's name in the language (`lognormal`, …).
+    pub fn label(self) -> &'static str {
+        match self {
+            Family::LogNormal => "lognormal",
+            Family::Gamma => "gamma",
+            Family::Normal => "normal",
+            Family::Exponential => "exponential",
+            Family::Empirical => "empirical",
+        }
+    }
+}
+
 /// A fitted length distribution and how well it fits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LengthFit {

@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use crate::config::DistKind;
 
-use super::fit::{Family, KS_CRITICAL_1PCT, LengthFit};
+use super::fit::{KS_CRITICAL_1PCT, LengthFit};
 use super::{Profile, SHARED_PREFIX_MIN_FRACTION};
 
 /// Tokens or seconds: how a distribution's values are written.
@@ -231,7 +231,7 @@ fn line(out: &mut String, indent: &str, node: &str, fit: &LengthFit, unit: Unit)
     } else if fit.accepted {
         format!(
             "{}: KS D={:.3} <= {:.3} (1%), n={}; {observed}",
-            family_name(fit.family),
+            fit.family.label(),
             fit.ks_statistic,
             critical,
             group(fit.n)
@@ -371,27 +371,9 @@ fn percent(f: f64) -> String {
     format!("{}%", sig(f * 100.0))
 }
 
-/// `12345` → `12,345`.
+/// `12345` → `12,345`, as the cards write counts.
 fn group(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::LogNormal => "lognormal",
-        Family::Gamma => "gamma",
-        Family::Normal => "normal",
-        Family::Exponential => "exponential",
-        Family::Empirical => "empirical",
-    }
+    crate::report::format::num(n as f64, 0)
 }
 
 /// A KDL string literal.

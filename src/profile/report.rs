@@ -16,9 +16,8 @@
 //! byte-identical. [`render`] returns file names and contents; the caller
 //! writes them.
 
-use std::ops::Range;
-
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+// The axis type is the card charts' own: ticks exactly where we ask.
+use crate::report::chart::TickedAxis;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -26,7 +25,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::config::DistKind;
 use crate::report::format::{duration_secs, num, pct_of_fraction, plain, rps};
 
-use super::fit::{self, ArrivalFit, Family, KS_CRITICAL_1PCT, LengthFit};
+use super::fit::{self, ArrivalFit, KS_CRITICAL_1PCT, LengthFit};
 
 /// One observed length (or time) and its fit.
 #[derive(Debug, Clone, PartialEq)]
@@ -486,16 +485,6 @@ fn critical_value(n: usize) -> f64 {
     KS_CRITICAL_1PCT / (n as f64).sqrt()
 }
 
-fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::LogNormal => "lognormal",
-        Family::Gamma => "gamma",
-        Family::Normal => "normal",
-        Family::Exponential => "exponential",
-        Family::Empirical => "empirical",
-    }
-}
-
 // ----------------------------------------------------------------- markdown
 
 fn markdown(
@@ -558,7 +547,7 @@ fn length_section(md: &mut String, series: &LengthSeries, chart: &str, h: Option
     match h {
         Some(h) => {
             let fitted = match &series.fit {
-                Some(f) => format!(" and the {} fit", family_name(f.family)),
+                Some(f) => format!(" and the {} fit", f.family.label()),
                 None => String::new(),
             };
             md.push_str(&format!(
@@ -622,7 +611,7 @@ fn length_section(md: &mut String, series: &LengthSeries, chart: &str, h: Option
         ),
     };
     let mut rows = vec![
-        ("family", family_name(fit.family).to_string()),
+        ("family", fit.family.label().to_string()),
         ("parameters", parameters),
     ];
     rows.extend(clamps.map(|c| ("clamps", c)));
@@ -651,7 +640,7 @@ fn length_section(md: &mut String, series: &LengthSeries, chart: &str, h: Option
     if fit.accepted {
         md.push_str(&format!(
             "The {} fit passes the KS test at 1% (D = {} ≤ {}); the profile uses it.",
-            family_name(fit.family),
+            fit.family.label(),
             ks_words(fit.ks_statistic),
             ks_words(critical)
         ));
@@ -772,37 +761,6 @@ fn svg_or_fallback(drawn: DrawResult<String>) -> String {
             "<svg width=\"{WIDTH}\" height=\"80\" viewBox=\"0 0 {WIDTH} 80\" xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"10\" y=\"40\" font-family=\"{FONT}\" font-size=\"14\">chart could not be drawn: {escaped}</text>\n</svg>\n"
         )
     })
-}
-
-/// An f64 axis with ticks exactly where we ask (1-2-5 decades on a log10
-/// axis, round steps on a linear one); as in `report`'s charts, plotters'
-/// `with_key_points` would drop the label formatter of `f64` ranges.
-#[derive(Debug, Clone)]
-struct TickedAxis {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
-}
-
-impl Ranged for TickedAxis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        if self.hi == self.lo {
-            return (limit.0 + limit.1) / 2;
-        }
-        let fraction = (value - self.lo) / (self.hi - self.lo);
-        limit.0 + (f64::from(limit.1 - limit.0) * fraction).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.ticks.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.lo..self.hi
-    }
 }
 
 /// Round ticks (steps of 1, 2 or 5 × 10^k) over `[lo, hi]`, about `target` of them.

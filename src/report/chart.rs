@@ -209,10 +209,10 @@ fn open_points(card: &Card) -> Vec<OpenPoint> {
 /// decades). plotters' own `with_key_points` wrapper drops the value
 /// formatter of `f64` ranges, so label formatting would not compile.
 #[derive(Debug, Clone)]
-struct TickedAxis {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
+pub(crate) struct TickedAxis {
+    pub(crate) lo: f64,
+    pub(crate) hi: f64,
+    pub(crate) ticks: Vec<f64>,
 }
 
 impl Ranged for TickedAxis {

@@ -8,7 +8,7 @@
 //! measured it and what to say when it is missing, so a custom template
 //! cannot accidentally turn "not measured" into 0.
 
-mod chart;
+pub(crate) mod chart;
 mod describe;
 pub mod format;
 mod render;
