@@ -784,31 +784,7 @@ fn linear_ticks(lo: f64, hi: f64, target: f64) -> Vec<f64> {
 /// decade, or denser round values when the range is under a decade.
 fn log_axis(lo: f64, hi: f64) -> TickedAxis {
     let pad = 0.02 * (hi.log10() - lo.log10()).max(0.1);
-    let (lo_log, hi_log) = (lo.log10() - pad, hi.log10() + pad);
-    let ticks_with = |mantissas: &[f64]| -> Vec<f64> {
-        let mut ticks = Vec::new();
-        for decade in (lo_log.floor() as i32)..=(hi_log.ceil() as i32) {
-            for mantissa in mantissas {
-                let t = (mantissa * 10f64.powi(decade)).log10();
-                if t >= lo_log && t <= hi_log {
-                    ticks.push(t);
-                }
-            }
-        }
-        ticks
-    };
-    let mut ticks = ticks_with(&[1.0, 2.0, 5.0]);
-    if ticks.len() < 3 {
-        ticks = ticks_with(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
-    }
-    if ticks.len() < 2 {
-        ticks = vec![lo_log, hi_log];
-    }
-    TickedAxis {
-        lo: lo_log,
-        hi: hi_log,
-        ticks,
-    }
+    crate::report::chart::log10_axis(lo.log10() - pad, hi.log10() + pad)
 }
 
 /// How an entry is drawn in a legend.

@@ -246,7 +246,12 @@ fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
     if !lo.is_finite() {
         (lo, hi) = (1.0, 1000.0);
     }
-    let (lo_log, hi_log) = (lo.log10() - 0.1, hi.log10() + 0.1);
+    log10_axis(lo.log10() - 0.1, hi.log10() + 0.1)
+}
+
+/// An axis over `[lo_log, hi_log]` (log10 units) with ticks at 1-2-5 of
+/// each decade, or denser round values when the range is under a decade.
+pub(crate) fn log10_axis(lo_log: f64, hi_log: f64) -> TickedAxis {
     let ticks_with = |mantissas: &[f64]| -> Vec<f64> {
         let mut ticks = Vec::new();
         for decade in (lo_log.floor() as i32)..=(hi_log.ceil() as i32) {
