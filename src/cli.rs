@@ -139,6 +139,10 @@ pub enum Command {
         /// Seed of the engine's random choices (faults, EOS draws).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also serve this model name (as a LoRA adapter of the preset's
+        /// model, listed by /v1/models); repeatable.
+        #[arg(long = "adapter", value_name = "NAME")]
+        adapters: Vec<String>,
     },
 }
 

@@ -91,12 +91,15 @@ fn main() -> ExitCode {
             cut_rate,
             stall,
             seed,
+            adapters,
         } => {
             if list {
                 print!("{}", sim::presets::describe_all());
                 return ExitCode::SUCCESS;
             }
-            let config = match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed) {
+            let config = match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed)
+                .map(|c| c.with_adapters(adapters))
+            {
                 Ok(c) => c,
                 Err(message) => {
                     eprintln!("error: {message}");

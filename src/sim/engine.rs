@@ -13,7 +13,9 @@
 //!    prefill). If its next KV block cannot be allocated, the youngest running
 //!    sequence is preempted (blocks freed, recomputed later from scratch, put
 //!    back at the head of the queue) until it can;
-//! 2. then, if nothing was preempted, waiting requests in FIFO order while
+//! 2. then, if nothing was preempted, waiting requests in queue order —
+//!    by priority (lower first, vLLM's `--scheduling-policy priority`;
+//!    all 0 unless a request sets `priority`), FIFO within one — while
 //!    there is budget and fewer than `max-num-seqs` run: each first reuses
 //!    the cached blocks of its longest cached prefix, then needs blocks for
 //!    the chunk it computes; the first that does not fit stops admission
@@ -60,6 +62,8 @@ pub struct EngineRequest {
     pub min_tokens: u32,
     /// Generate exactly `max_tokens`.
     pub ignore_eos: bool,
+    /// Scheduling priority, vLLM's: lower is served first (0 by default).
+    pub priority: i32,
 }
 
 /// Why a request stopped, as in OpenAI's `finish_reason`.
@@ -157,6 +161,7 @@ struct Seq {
     registered: usize,
     rng: u64,
     arrival: Duration,
+    priority: i32,
     last_token_at: Option<Duration>,
     /// Set by the step that emits its last token (removed at the step's end).
     finished: bool,
@@ -220,7 +225,7 @@ impl Engine {
         let prompt_len = req.prompt.len() as u32;
         let mut tokens = req.prompt;
         tokens.reserve(req.max_tokens as usize);
-        self.waiting.push_back(Seq {
+        self.enqueue(Seq {
             id: req.id,
             tokens,
             prompt_len,
@@ -233,6 +238,7 @@ impl Engine {
             registered: 0,
             rng: mix(self.seed, req.id.0),
             arrival: now,
+            priority: req.priority,
             last_token_at: None,
             finished: false,
         });
@@ -295,6 +301,29 @@ impl Engine {
     }
 
     /// Frees the youngest running sequence and requeues it at the head.
+    /// A new request joins the queue behind every request of its priority
+    /// or a better (lower) one: FIFO within a priority, as vLLM's priority
+    /// policy orders its waiting queue by (priority, arrival).
+    fn enqueue(&mut self, seq: Seq) {
+        let at = self
+            .waiting
+            .iter()
+            .position(|w| w.priority > seq.priority)
+            .unwrap_or(self.waiting.len());
+        self.waiting.insert(at, seq);
+    }
+
+    /// A preempted request goes back ahead of every waiting request of its
+    /// priority (it arrived before them), behind better ones.
+    fn requeue(&mut self, seq: Seq) {
+        let at = self
+            .waiting
+            .iter()
+            .position(|w| w.priority >= seq.priority)
+            .unwrap_or(self.waiting.len());
+        self.waiting.insert(at, seq);
+    }
+
     fn preempt_youngest(&mut self) -> Option<RequestId> {
         let mut seq = self.running.pop()?;
         self.pool.release(&seq.blocks);
@@ -302,7 +331,7 @@ impl Engine {
         seq.computed = 0;
         seq.registered = 0;
         let id = seq.id;
-        self.waiting.push_front(seq);
+        self.requeue(seq);
         self.metrics.preemptions += 1;
         Some(id)
     }
@@ -348,7 +377,7 @@ impl Engine {
             i += 1;
         }
 
-        // 2. Waiting requests, FIFO, unless this step had to preempt.
+        // 2. Waiting requests in queue order, unless this step had to preempt.
         if preempted == 0 {
             let max_seqs = self.preset.max_num_seqs as usize;
             while budget > 0 && self.running.len() < max_seqs {
@@ -546,6 +575,7 @@ mod tests {
             max_tokens,
             min_tokens: 0,
             ignore_eos: true,
+            priority: 0,
         }
     }
 
@@ -640,6 +670,42 @@ mod tests {
         let window = (now - measure_start.unwrap()).as_secs_f64();
         let mean_ttft = ttfts.iter().sum::<f64>() / ttfts.len() as f64;
         (measured_tokens as f64 / window, mean_ttft)
+    }
+
+    #[test]
+    fn waiting_requests_are_admitted_by_priority_then_arrival() {
+        // Fill every seat, then queue: three at priority 5, then one at 0
+        // and one at 5. The priority-0 request overtakes the queue; within
+        // a priority, arrival order stands.
+        let preset = tiny();
+        let seats = preset.max_num_seqs as u64;
+        let mut engine = Engine::new(preset, 1);
+        let now = Duration::ZERO;
+        for id in 0..seats {
+            engine
+                .submit(req(id, unique_prompt(id, 16), 32), now)
+                .unwrap();
+        }
+        let queued = [(100, 5), (101, 5), (102, 5), (103, 0), (104, 5)];
+        for (id, priority) in queued {
+            let r = EngineRequest {
+                priority,
+                ..req(id, unique_prompt(id, 16), 32)
+            };
+            engine.submit(r, now).unwrap();
+        }
+        let mut first_token: Vec<u64> = Vec::new();
+        let mut t = now;
+        while engine.has_work() {
+            let out = engine.step(t);
+            t = out.ends_at();
+            for e in &out.emitted {
+                if e.index == 0 && e.id.0 >= 100 {
+                    first_token.push(e.id.0);
+                }
+            }
+        }
+        assert_eq!(first_token, vec![103, 100, 101, 102, 104]);
     }
 
     #[test]
@@ -774,6 +840,7 @@ mod tests {
                     max_tokens: 300,
                     min_tokens: 5,
                     ignore_eos: false,
+                    priority: 0,
                 };
                 engine.submit(r, Duration::from_millis(3 * id)).unwrap();
             }

@@ -203,6 +203,7 @@ impl Driver {
 struct AppState {
     preset: &'static Preset,
     model: String,
+    adapters: Vec<String>,
     faults: crate::config::SimFaults,
     seed: u64,
     commands: std_mpsc::Sender<Command>,
@@ -278,6 +279,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
     let state = Arc::new(AppState {
         preset: config.preset,
         model: config.preset.model.served_name.to_string(),
+        adapters: config.adapters.clone(),
         faults: config.faults,
         seed: config.seed,
         commands: cmd_tx.clone(),
@@ -370,18 +372,20 @@ fn bad_request(message: impl AsRef<str>) -> Response {
 }
 
 async fn models(State(s): State<Arc<AppState>>) -> Response {
-    axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": s.model,
+    let entry = |id: &str, parent: Option<&str>| {
+        json!({
+            "id": id,
             "object": "model",
             "created": s.created,
             "owned_by": "capcard-sim",
             "root": s.model,
+            "parent": parent,
             "max_model_len": s.preset.max_model_len(),
-        }]
-    }))
-    .into_response()
+        })
+    };
+    let mut data = vec![entry(&s.model, None)];
+    data.extend(s.adapters.iter().map(|a| entry(a, Some(&s.model))));
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
@@ -436,6 +440,9 @@ struct CommonParams {
     stream_options: Option<StreamOptions>,
     #[serde(default)]
     n: Option<u32>,
+    /// vLLM's priority scheduling: lower is served first.
+    #[serde(default)]
+    priority: Option<i32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -698,7 +705,7 @@ struct FaultPlan {
 
 async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams) -> Response {
     if let Some(model) = &p.model {
-        if model != &s.model {
+        if model != &s.model && !s.adapters.contains(model) {
             return error(
                 StatusCode::NOT_FOUND,
                 &format!("The model `{model}` does not exist."),
@@ -732,6 +739,7 @@ async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams)
         max_tokens,
         min_tokens,
         ignore_eos: p.ignore_eos.unwrap_or(false),
+        priority: p.priority.unwrap_or(0),
     };
     if let Err(e) = validate_request(s.preset, &req) {
         return bad_request(e.to_string());
@@ -769,7 +777,8 @@ async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams)
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let framer = Framer::new(api, id.0, created, &s.model);
+    // Answers name the model (or adapter) they were asked for, as vLLM's do.
+    let framer = Framer::new(api, id.0, created, p.model.as_deref().unwrap_or(&s.model));
     if p.stream.unwrap_or(false) {
         let include_usage = p
             .stream_options

@@ -43,6 +43,10 @@ pub struct SimConfig {
     pub faults: SimFaults,
     /// Seeds generated tokens, stop draws and fault draws.
     pub seed: u64,
+    /// Extra model names served by the same engine, as LoRA adapters are
+    /// on vLLM (`--lora-modules`): listed by `/v1/models` with the base as
+    /// their parent, and accepted as `model`.
+    pub adapters: Vec<String>,
 }
 
 impl SimConfig {
@@ -52,6 +56,7 @@ impl SimConfig {
             preset,
             faults: SimFaults::default(),
             seed: 0,
+            adapters: Vec::new(),
         }
     }
 
@@ -67,6 +72,12 @@ impl SimConfig {
 
     pub fn with_faults(mut self, faults: SimFaults) -> Self {
         self.faults = faults;
+        self
+    }
+
+    /// Serve these adapter names besides the base model.
+    pub fn with_adapters(mut self, adapters: Vec<String>) -> Self {
+        self.adapters = adapters;
         self
     }
 

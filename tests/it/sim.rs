@@ -171,6 +171,49 @@ async fn models_and_health() {
 }
 
 #[tokio::test]
+async fn adapters_are_served_beside_the_base_model_and_priority_is_accepted() {
+    let preset = capcard::sim::presets::find("tiny").expect("tiny preset");
+    let config = capcard::sim::SimConfig::new(preset)
+        .with_adapters(vec!["chat-lora".into(), "rag-lora".into()]);
+    let server = capcard::sim::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let models: Value = client
+        .get(format!("{}/models", server.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["sim/tiny", "chat-lora", "rag-lora"]);
+    assert_eq!(models["data"][1]["parent"], "sim/tiny");
+    let ask = |model: &str| {
+        client
+            .post(format!("{}/completions", server.base_url()))
+            .json(
+                &json!({"model": model, "prompt": words(8, "p"), "max_tokens": 4, "priority": -1}),
+            )
+            .send()
+    };
+    let answer: Value = ask("rag-lora").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["model"], "rag-lora",
+        "answers name the adapter asked for"
+    );
+    assert_eq!(answer["usage"]["completion_tokens"], 4);
+    assert_eq!(ask("other-lora").await.unwrap().status(), 404);
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn malformed_requests_get_openai_style_errors() {
     let server = tiny(SimFaults::default()).await;
     let client = reqwest::Client::new();
