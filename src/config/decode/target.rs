@@ -1,0 +1,432 @@
+//! The `target` block: one replica to measure, either a running server
+//! (`endpoint`) or the built-in engine (`sim`), with the request options and
+//! card metadata that go with it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kdl::{KdlEntry, KdlNode, KdlValue};
+
+use super::values::found;
+use super::{Decoder, Once, OneOf, children, span_of_name, value_span};
+use crate::config::diag::backticked;
+use crate::config::model::{
+    Api, Cost, HeaderSpec, HeaderValueSpec, MetricsSource, SimFaults, Target, TargetKind,
+    TokenizerSpec,
+};
+use crate::config::validate as rules;
+
+const TARGET_CHILDREN: &[&str] = &[
+    "endpoint",
+    "sim",
+    "api",
+    "model",
+    "api-key-env",
+    "timeout",
+    "hardware",
+    "runtime",
+    "cost-per-hour",
+    "metrics",
+    "tokenizer",
+    "http2",
+    "force-length",
+    "extra-body",
+    "header",
+];
+/// Target children that may repeat (all others at most once).
+const TARGET_REPEATABLE: &[&str] = &["header"];
+const APIS: &[&str] = &["chat", "completions"];
+
+impl Decoder {
+    pub(super) fn target(&mut self, node: &KdlNode) -> Option<Target> {
+        let name = self.item_name(node, "target");
+        let mut ok = name.is_some();
+        let mut once = Once::default();
+        let mut engine = OneOf::default();
+        let mut kind = None;
+        let mut api = Api::default();
+        let (mut model, mut api_key_env, mut hardware, mut runtime, mut cost) =
+            (None, None, None, None, None);
+        let mut metrics = MetricsSource::Auto;
+        let mut tokenizer = None;
+        let mut timeout = Duration::from_secs(120);
+        let (mut http2, mut force_length) = (false, true);
+        let mut headers = Vec::new();
+        let mut extra_body = serde_json::Map::new();
+        let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
+
+        for child in children(node) {
+            let child_name = child.name().value();
+            if TARGET_CHILDREN.contains(&child_name)
+                && !TARGET_REPEATABLE.contains(&child_name)
+                && !self.once(&mut once, child)
+            {
+                ok = false;
+                continue;
+            }
+            let value = match child_name {
+                "endpoint" => {
+                    if !self.one_of(&mut engine, child, engine_help) {
+                        ok = false;
+                        continue;
+                    }
+                    let usage = "endpoint \"http://127.0.0.1:8000/v1\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "endpoint", usage))
+                        .filter(|url| self.issues(child, rules::check_endpoint(url)))
+                        .map(|base_url| kind = Some(TargetKind::Endpoint { base_url }))
+                }
+                "sim" => {
+                    if !self.one_of(&mut engine, child, engine_help) {
+                        ok = false;
+                        continue;
+                    }
+                    self.sim(child).map(|k| kind = Some(k))
+                }
+                "api" => {
+                    let usage = "api chat   // or: api completions";
+                    self.single(child, usage)
+                        .and_then(|e| self.choice(e, "api", APIS))
+                        .map(|a| {
+                            api = if a == "chat" {
+                                Api::Chat
+                            } else {
+                                Api::Completions
+                            };
+                        })
+                }
+                "model" => {
+                    let usage = "model \"meta-llama/Llama-3.1-8B-Instruct\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "model", usage))
+                        .map(|m| model = Some(m))
+                }
+                "api-key-env" => {
+                    let usage = "api-key-env OPENAI_API_KEY";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "api-key-env", usage))
+                        .filter(|env| self.issues(child, rules::check_api_key_env(env)))
+                        .map(|env| api_key_env = Some(env))
+                }
+                "timeout" => {
+                    let usage = "timeout \"120s\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.duration(e, "timeout"))
+                        .filter(|d| self.issues(child, rules::check_timeout(*d)))
+                        .map(|d| timeout = d)
+                }
+                "hardware" => {
+                    let usage = "hardware \"1x H100 SXM 80GB\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "hardware", usage))
+                        .map(|h| hardware = Some(h))
+                }
+                "runtime" => {
+                    let usage = "runtime \"vLLM 0.11 --max-num-seqs 256\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "runtime", usage))
+                        .map(|r| runtime = Some(r))
+                }
+                "cost-per-hour" => self.cost(child).map(|c| cost = Some(c)),
+                "metrics" => {
+                    let usage = "metrics \"http://127.0.0.1:8000/metrics\"   // or: metrics #false";
+                    self.single(child, usage)
+                        .and_then(|e| self.metrics_source(e, usage))
+                        .map(|m| metrics = m)
+                }
+                "tokenizer" => self.tokenizer(child).map(|t| tokenizer = Some(t)),
+                "http2" => {
+                    let usage = "http2 #true";
+                    self.single(child, usage)
+                        .and_then(|e| self.boolean(e, "http2", usage))
+                        .map(|b| http2 = b)
+                }
+                "force-length" => {
+                    let usage = "force-length #false   // send neither ignore_eos nor min_tokens";
+                    self.single(child, usage)
+                        .and_then(|e| self.boolean(e, "force-length", usage))
+                        .map(|b| force_length = b)
+                }
+                // Repeatable: one line per header.
+                "header" => self.header(child).map(|h| headers.push(h)),
+                "extra-body" => self.extra_body(child).map(|m| extra_body = m),
+                _ => {
+                    self.unknown_node(child, Some(node), TARGET_CHILDREN);
+                    None
+                }
+            };
+            ok &= value.is_some();
+        }
+        if engine.given.is_none() {
+            ok = false;
+        }
+        let engine_near_miss = self.near_miss(node, "endpoint") || self.near_miss(node, "sim");
+        if engine.given.is_none() && name.is_some() && !engine_near_miss {
+            self.error(
+                span_of_name(node),
+                "no endpoint or sim",
+                format!("target `{}` has neither `endpoint` nor `sim`", name.as_deref().unwrap_or_default()),
+                Some("add `endpoint \"http://127.0.0.1:8000/v1\"` for a running server, or `sim tiny` for the built-in engine".to_string()),
+            );
+            ok = false;
+        }
+        let (Some(name), Some(kind), true) = (name, kind, ok) else {
+            return None;
+        };
+        Some(Target {
+            name,
+            span: Some(
+                node.entries()
+                    .iter()
+                    .find(|e| e.name().is_none())
+                    .map_or(span_of_name(node), |e| e.span()),
+            ),
+            kind,
+            api,
+            model,
+            api_key_env,
+            timeout,
+            hardware,
+            runtime,
+            cost,
+            metrics,
+            tokenizer,
+            http2,
+            headers,
+            force_length,
+            extra_body,
+        })
+    }
+
+    /// `header "name" "value"` or `header "name" env=VAR`.
+    fn header(&mut self, node: &KdlNode) -> Option<HeaderSpec> {
+        let usage = "header \"x-org\" \"my-org\"   // or: header \"x-api-key\" env=MY_KEY";
+        let mut positional = node.entries().iter().filter(|e| e.name().is_none());
+        let env = node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|n| n.value() == "env"));
+        let bad_prop = node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|n| n.value() != "env"));
+        if let Some(entry) = bad_prop {
+            self.error(
+                entry.span(),
+                "unknown property",
+                "`header` takes a name and a value, or a name and `env=`".to_string(),
+                Some(format!("write it as `{usage}`")),
+            );
+            return None;
+        }
+        let name_entry = positional.next();
+        let value_entry = positional.next();
+        let Some(name_entry) = name_entry else {
+            self.error(
+                span_of_name(node),
+                "missing header name",
+                "`header` needs the header's name".to_string(),
+                Some(format!("write it as `{usage}`")),
+            );
+            return None;
+        };
+        let name = self.string(name_entry, "header", usage)?;
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+            || name.is_empty()
+        {
+            self.error(
+                value_span(name_entry),
+                "not a header name",
+                format!("`{name}` is not a valid HTTP header name"),
+                Some("header names are letters, digits and `-`, like `x-api-key`".to_string()),
+            );
+            return None;
+        }
+        let value = match (value_entry, env) {
+            (Some(v), None) => HeaderValueSpec::Literal(self.string(v, "header", usage)?),
+            (None, Some(e)) => HeaderValueSpec::Env(self.string(e, "header", usage)?),
+            (Some(v), Some(_)) => {
+                self.error(
+                    value_span(v),
+                    "value given twice",
+                    "`header` takes a value or `env=`, not both".to_string(),
+                    Some(format!("write it as `{usage}`")),
+                );
+                return None;
+            }
+            (None, None) => {
+                self.error(
+                    span_of_name(node),
+                    "missing header value",
+                    format!("header `{name}` has no value"),
+                    Some(format!("write it as `{usage}`")),
+                );
+                return None;
+            }
+        };
+        Some(HeaderSpec { name, value })
+    }
+
+    /// `extra-body { temperature 0.7; priority 1 }`: one child per field,
+    /// each with one value (string, number, bool or null).
+    fn extra_body(&mut self, node: &KdlNode) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut map = serde_json::Map::new();
+        let mut ok = true;
+        for child in children(node) {
+            let usage = "extra-body { priority 1; chat_template_kwargs_enable_thinking #false }";
+            let Some(entry) = self.single(child, usage) else {
+                ok = false;
+                continue;
+            };
+            let value = match entry.value() {
+                KdlValue::String(s) => serde_json::Value::String(s.clone()),
+                KdlValue::Integer(i) => match i64::try_from(*i) {
+                    Ok(i) => serde_json::Value::from(i),
+                    Err(_) => serde_json::Value::from(*i as f64),
+                },
+                KdlValue::Float(f) => match serde_json::Number::from_f64(*f) {
+                    Some(n) => serde_json::Value::Number(n),
+                    None => {
+                        self.error(
+                            value_span(entry),
+                            "not a JSON number",
+                            "infinities and NaN cannot be sent in JSON".to_string(),
+                            None,
+                        );
+                        ok = false;
+                        continue;
+                    }
+                },
+                KdlValue::Bool(b) => serde_json::Value::Bool(*b),
+                KdlValue::Null => serde_json::Value::Null,
+            };
+            map.insert(child.name().value().to_string(), value);
+        }
+        ok.then_some(map)
+    }
+
+    /// `tokenizer "tokenizer.json"`; the file is read by [`crate::config::data`].
+    fn tokenizer(&mut self, node: &KdlNode) -> Option<TokenizerSpec> {
+        let usage = "tokenizer \"models/llama/tokenizer.json\"";
+        let entry = self.single(node, usage)?;
+        let path = self.string(entry, "tokenizer", usage)?;
+        if !cfg!(feature = "tokenizer") {
+            self.error(
+                value_span(entry),
+                "not in this build",
+                "this capcard was built without the `tokenizer` feature".to_string(),
+                Some("rebuild with `cargo install capcard --features tokenizer`, or remove the line: prompts are then sized by the word approximation and the server's reported usage is recorded as the truth".to_string()),
+            );
+            return None;
+        }
+        Some(TokenizerSpec {
+            path: PathBuf::from(path),
+            span: Some(value_span(entry)),
+            loaded: None,
+        })
+    }
+
+    fn metrics_source(&mut self, entry: &KdlEntry, usage: &str) -> Option<MetricsSource> {
+        match entry.value() {
+            KdlValue::Bool(false) => Some(MetricsSource::Off),
+            KdlValue::Bool(true) => Some(MetricsSource::Auto),
+            KdlValue::String(url) => {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Some(MetricsSource::Url { url: url.clone() })
+                } else {
+                    self.error(
+                        value_span(entry),
+                        "not an http(s) URL",
+                        format!("`metrics` expects an http(s) URL, found `{url}`"),
+                        Some(format!("usage: {usage}")),
+                    );
+                    None
+                }
+            }
+            other => {
+                self.error(
+                    value_span(entry),
+                    "expected a URL or #false",
+                    format!(
+                        "`metrics` expects a URL string or #false, found {}",
+                        found(other)
+                    ),
+                    Some(format!("usage: {usage}")),
+                );
+                None
+            }
+        }
+    }
+
+    fn sim(&mut self, node: &KdlNode) -> Option<TargetKind> {
+        let usage = "sim h100-llama3-8b [fail-rate=0.01] [cut-rate=0.01] [stall=\"2s\"]";
+        self.no_children(node, usage);
+        let entries = self.entries(node, 1, &["fail-rate", "cut-rate", "stall"], usage);
+        let mut ok = true;
+        let preset = match entries.args.first() {
+            Some(entry) => self
+                .string(entry, "sim", usage)
+                .filter(|p| self.issues(node, rules::check_preset(p))),
+            None => {
+                self.error(
+                    span_of_name(node),
+                    "preset missing",
+                    "`sim` needs a preset name",
+                    Some(format!(
+                        "known presets: {}",
+                        backticked(&crate::sim::presets::names())
+                    )),
+                );
+                None
+            }
+        };
+        let mut faults = SimFaults::default();
+        if let Some(entry) = entries.prop("fail-rate") {
+            match self.fraction(entry, "fail-rate") {
+                Some(f) => faults.fail_rate = f,
+                None => ok = false,
+            }
+        }
+        if let Some(entry) = entries.prop("cut-rate") {
+            match self.fraction(entry, "cut-rate") {
+                Some(f) => faults.cut_rate = f,
+                None => ok = false,
+            }
+        }
+        if let Some(entry) = entries.prop("stall") {
+            match self.duration(entry, "stall") {
+                Some(d) => faults.stall = Some(d),
+                None => ok = false,
+            }
+        }
+        let preset = preset?;
+        ok.then_some(TargetKind::Sim { preset, faults })
+    }
+
+    fn cost(&mut self, node: &KdlNode) -> Option<Cost> {
+        let usage = "cost-per-hour 2.49 currency=EUR";
+        self.no_children(node, usage);
+        let entries = self.entries(node, 1, &["currency"], usage);
+        let Some(entry) = entries.args.first() else {
+            self.missing_value(node, usage);
+            return None;
+        };
+        let per_hour = self.number(entry, "cost-per-hour", usage)?;
+        if per_hour < 0.0 {
+            self.error(
+                value_span(entry),
+                "negative",
+                "`cost-per-hour` must be 0 or more",
+                Some(format!("usage: {usage}")),
+            );
+            return None;
+        }
+        let currency = match entries.prop("currency") {
+            Some(entry) => self.string(entry, "currency", usage)?,
+            None => "USD".to_string(),
+        };
+        Some(Cost { per_hour, currency })
+    }
+}
