@@ -5,7 +5,7 @@
 //! returns `None` when its part is broken, after pushing diagnostics,
 //! and the caller carries on with the next node. The experiment is assembled
 //! only when no diagnostic was pushed. Semantic rules shared with
-//! [`super::validate`] come back as [`Issue`]s that are placed here.
+//! [`super::validate`](mod@super::validate) come back as [`Issue`]s that are placed here.
 //!
 //! One file per block of the language, each reading like its part of the
 //! spec: [`target`], [`workload`], [`dist`] (distributions), [`slo`],
