@@ -274,7 +274,7 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
 }
 
 /// How an open run at `rate` stops: the declared rule
-/// ([`OpenSpec::stop_at`]), lengthened when it would not hold the
+/// ([`OpenSpec::stop_at`](crate::config::OpenSpec::stop_at)), lengthened when it would not hold the
 /// [`samples_to_judge`] the SLOs need at that rate — a p90 judged on the
 /// 10 calls of 40 s at 0.25 rps can never pass — by up to
 /// [`MAX_SAMPLE_LENGTHENING`], to a whole second. A trace replay lasts
