@@ -17,10 +17,9 @@
 //! writes them.
 
 // The axis type is the card charts' own: ticks exactly where we ask.
-use crate::report::chart::TickedAxis;
+use crate::report::chart::{Swatch, TickedAxis, draw_legend};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::config::DistKind;
 use crate::report::format::{duration_secs, num, pct_of_fraction, plain, rps};
@@ -787,66 +786,9 @@ fn log_axis(lo: f64, hi: f64) -> TickedAxis {
     crate::report::chart::log10_axis(lo.log10() - pad, hi.log10() + pad)
 }
 
-/// How an entry is drawn in a legend.
-#[derive(Debug, Clone, Copy)]
-enum Swatch {
-    Bar(RGBColor),
-    LineWithDot(RGBColor),
-    Line(RGBColor),
-    Dashed(RGBColor),
-    /// A line of text under the entry above it.
-    Text,
-}
-
-/// Legends sit in a strip right of the plot, so they never cover data.
-fn draw_legend<DB>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    entries: &[(Swatch, String)],
-) -> DrawResult<()>
-where
-    DB: DrawingBackend,
-    DB::ErrorType: 'static,
-{
-    const TOP: i32 = 40;
-    const ROW: i32 = 22;
-    for (i, (swatch, label)) in entries.iter().enumerate() {
-        let y = TOP + ROW * i as i32;
-        let (x0, x1) = (8, 34);
-        match *swatch {
-            Swatch::Bar(c) => area.draw(&Rectangle::new(
-                [(x0, y - 6), (x1, y + 6)],
-                c.mix(0.55).filled(),
-            ))?,
-            Swatch::LineWithDot(c) => {
-                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?;
-                area.draw(&Circle::new(((x0 + x1) / 2, y), 3, c.filled()))?;
-            }
-            Swatch::Line(c) => {
-                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?
-            }
-            Swatch::Dashed(c) => {
-                area.draw(&PathElement::new(
-                    vec![(x0, y), (x0 + 10, y)],
-                    c.stroke_width(2),
-                ))?;
-                area.draw(&PathElement::new(
-                    vec![(x0 + 16, y), (x1, y)],
-                    c.stroke_width(2),
-                ))?;
-            }
-            Swatch::Text => {}
-        }
-        area.draw(&Text::new(
-            label.clone(),
-            (x1 + 8, y),
-            (FONT, 14)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Left, VPos::Center)),
-        ))?;
-    }
-    Ok(())
-}
+/// Where a profile chart's legend starts (higher than a card's: no panel
+/// titles here).
+const LEGEND_TOP: i32 = 40;
 
 fn histogram_svg(series: &LengthSeries, h: &Histogram) -> DrawResult<String> {
     let seconds = is_seconds(&series.unit);
@@ -980,7 +922,7 @@ fn histogram_svg(series: &LengthSeries, h: &Histogram) -> DrawResult<String> {
                 .collect();
             line_with_points(&mut chart, points, FIT_COLOR)?;
         }
-        draw_legend(&legend_area, &legend)?;
+        draw_legend(&legend_area, &legend, LEGEND_TOP)?;
         root.present()?;
     }
     Ok(svg)
@@ -1108,7 +1050,7 @@ fn arrivals_svg(bins: &ArrivalBins, fit: Option<&ArrivalFit>) -> DrawResult<Stri
                 }
             }
             if k == 0 {
-                draw_legend(&legends, &legend)?;
+                draw_legend(&legends, &legend, LEGEND_TOP)?;
             }
         }
         root.present()?;

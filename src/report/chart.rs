@@ -286,7 +286,13 @@ fn ms_tick_label(log_ms: &f64) -> String {
 
 /// How an entry is drawn in a legend.
 #[derive(Debug, Clone, Copy)]
-enum Swatch {
+pub(crate) enum Swatch {
+    /// A histogram bar.
+    Bar(RGBColor),
+    /// A line with a dot: a series drawn with its points.
+    LineWithDot(RGBColor),
+    /// A line of text under the entry above it.
+    Text,
     Line(RGBColor),
     Dashed(RGBColor),
     VerticalLine(RGBColor),
@@ -297,21 +303,34 @@ enum Swatch {
     Hollow(RGBColor),
 }
 
-/// Legends sit in a strip right of the panels, so they never cover data.
-fn draw_legend<DB>(
+/// Where a card chart's legend starts, below its title.
+const LEGEND_TOP: i32 = 52;
+
+/// Legends sit in a strip right of the panels, so they never cover data;
+/// the first entry is `top` pixels down.
+pub(crate) fn draw_legend<DB>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     entries: &[(Swatch, String)],
+    top: i32,
 ) -> DrawResult<()>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
 {
-    const TOP: i32 = 52;
     const ROW: i32 = 22;
     for (i, (swatch, label)) in entries.iter().enumerate() {
-        let y = TOP + ROW * i as i32;
+        let y = top + ROW * i as i32;
         let (x0, x1) = (8, 34);
         match *swatch {
+            Swatch::Bar(c) => area.draw(&Rectangle::new(
+                [(x0, y - 6), (x1, y + 6)],
+                c.mix(0.55).filled(),
+            ))?,
+            Swatch::LineWithDot(c) => {
+                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?;
+                area.draw(&Circle::new(((x0 + x1) / 2, y), 3, c.filled()))?;
+            }
+            Swatch::Text => {}
             Swatch::Line(c) => {
                 area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?
             }
@@ -496,7 +515,7 @@ fn closed_chart(card: &Card) -> DrawResult<String> {
         line_with_points(&mut chart, tps_points, THROUGHPUT_COLOR)?;
         let mut legend = vec![(Swatch::Line(THROUGHPUT_COLOR), "output tok/s".to_string())];
         legend.extend(band_legend.clone());
-        draw_legend(&top_legend, &legend)?;
+        draw_legend(&top_legend, &legend, LEGEND_TOP)?;
 
         // Bottom panel: TTFT percentiles.
         let mut chart = ChartBuilder::on(&bottom)
@@ -537,7 +556,7 @@ fn closed_chart(card: &Card) -> DrawResult<String> {
             (Swatch::Line(P99_COLOR), "TTFT p99".to_string()),
         ];
         legend.extend(band_legend);
-        draw_legend(&bottom_legend, &legend)?;
+        draw_legend(&bottom_legend, &legend, LEGEND_TOP)?;
         root.present()?;
     }
     Ok(svg)
@@ -667,7 +686,7 @@ fn open_chart(card: &Card) -> DrawResult<String> {
             };
             line_with_points(&mut chart, series(pick_p50), P50_COLOR)?;
             line_with_points(&mut chart, series(pick_p99), P99_COLOR)?;
-            draw_legend(&legend_area, &legend)?;
+            draw_legend(&legend_area, &legend, LEGEND_TOP)?;
         }
         root.present()?;
     }
@@ -905,7 +924,7 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
                 }
             }
         }
-        draw_legend(&legend_area, &legend)?;
+        draw_legend(&legend_area, &legend, LEGEND_TOP)?;
         root.present()?;
     }
     Ok(svg)
