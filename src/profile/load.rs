@@ -11,7 +11,7 @@ use crate::workload::dataset::DatasetError;
 
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum ProfileError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -21,7 +21,7 @@ pub enum ProfileError {
         "capcard profile reads Mooncake JSONL, BurstGPT CSV, request logs (one JSON object per request with a time and token counts or a prompt), ShareGPT conversations and capcard journals; see \"From traffic to a capacity card\" in the README"
     ))]
     Log(#[from] DatasetError),
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         source: std::io::Error,

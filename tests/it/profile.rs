@@ -324,6 +324,12 @@ fn an_unreadable_log_is_a_diagnostic_naming_the_line() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("line 2"), "{stderr}");
     assert!(stderr.contains("capcard profile reads"), "{stderr}");
+    // A missing file names itself once, with the system's reason.
+    let missing = dir.path().join("missing.jsonl");
+    let out = capcard().arg("profile").arg(&missing).assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(stderr.matches("missing.jsonl").count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot read"), "{stderr}");
 }
 
 #[test]
