@@ -75,6 +75,7 @@ fn main() -> miette::Result<()> {
                 },
             ],
         }],
+        mixes: vec![],
         closed: Some(ClosedSpec {
             levels: vec![1, 2, 4, 8, 16, 32, 64],
             stop: StopRule::Duration(Duration::from_secs(30)),

@@ -666,6 +666,7 @@ mod tests {
                     limit: Duration::from_secs(1),
                 }],
             }],
+            mixes: vec![],
             closed: Some(ClosedSpec {
                 levels: vec![1, 2, 4, 8],
                 stop: StopRule::Duration(Duration::from_secs(60)),

@@ -7,6 +7,8 @@
 //!   requests (tasks) per second. No Cr_open → no replica count, and the row
 //!   says why; a Cr_open that is only a lower bound (`≥ max`) is used as is,
 //!   with a note that the count may be higher than needed.
+//! - `rps= mix=` targets divide by Cr_open of the mix at its declared
+//!   weights: the highest total rate at which every class met its own SLO.
 //! - `output-tokens-per-s=` targets (throughput-first) divide by Cr_closed's
 //!   output tokens/s at the **lower end** of its range: the highest load the
 //!   replica takes before latency starts paying for the last percent of
@@ -46,30 +48,12 @@ pub fn size(
         .map(|target| {
             let (target_value, uses, unit, cr, mut note) = match target {
                 SizingTarget::Rps { rps, slo } => {
-                    let found = cr_open.iter().find(|c| &c.slo == slo);
-                    let note = match found {
-                        None => Some(format!("no Cr_open measured for `{slo}`: no replica count")),
-                        Some(c) if c.rps.is_none() => Some(format!(
-                            "Cr_open for `{slo}` was not reached{}: no replica count",
-                            c.note
-                                .as_ref()
-                                .map(|n| format!(" ({n})"))
-                                .unwrap_or_default()
-                        )),
-                        Some(c) if c.at_least => Some(format!(
-                            "Cr_open for `{slo}` is only a lower bound (≥ {} rps): \
-                             the count may be higher than needed",
-                            c.rps.map(fmt_rate).unwrap_or_default()
-                        )),
-                        Some(_) => None,
-                    };
-                    (
-                        rps.0,
-                        format!("cr_open:{slo}"),
-                        "rps",
-                        found.and_then(|c| c.rps),
-                        note,
-                    )
+                    let (cr, note) = open_capacity(cr_open, slo, &format!("`{slo}`"));
+                    (rps.0, format!("cr_open:{slo}"), "rps", cr, note)
+                }
+                SizingTarget::MixRps { rps, mix } => {
+                    let (cr, note) = open_capacity(cr_open, mix, &format!("the mix `{mix}`"));
+                    (rps.0, format!("cr_open:mix={mix}"), "rps", cr, note)
                 }
                 SizingTarget::OutputTokensPerS { tokens_per_s } => {
                     let note = match cr_closed {
@@ -117,6 +101,29 @@ pub fn size(
             }
         })
         .collect()
+}
+
+/// Cr_open of `key` (an SLO, or a mix's card), and why it cannot size
+/// or only bounds a count; `what` names it in the note.
+fn open_capacity(cr_open: &[CrOpen], key: &str, what: &str) -> (Option<f64>, Option<String>) {
+    let found = cr_open.iter().find(|c| c.slo == key);
+    let note = match found {
+        None => Some(format!("no Cr_open measured for {what}: no replica count")),
+        Some(c) if c.rps.is_none() => Some(format!(
+            "Cr_open for {what} was not reached{}: no replica count",
+            c.note
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        )),
+        Some(c) if c.at_least => Some(format!(
+            "Cr_open for {what} is only a lower bound (≥ {} rps): \
+             the count may be higher than needed",
+            c.rps.map(fmt_rate).unwrap_or_default()
+        )),
+        Some(_) => None,
+    };
+    (found.and_then(|c| c.rps), note)
 }
 
 /// ceil(target / (cr × (1 − headroom))) + spares; `None` when the usable

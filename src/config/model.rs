@@ -24,6 +24,10 @@ pub struct Experiment {
     pub targets: Vec<Target>,
     pub workloads: Vec<Workload>,
     pub slos: Vec<Slo>,
+    /// `mix "name" { class ... }`: request classes served together, each
+    /// held to its own SLO.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mixes: Vec<Mix>,
     /// `closed { }`: the concurrency sweep (→ CrossP, Cr_closed).
     pub closed: Option<ClosedSpec>,
     /// `open { }`: the open-loop runs (→ Cr_open).
@@ -44,6 +48,9 @@ impl Experiment {
     }
     pub fn slo(&self, name: &str) -> Option<&Slo> {
         self.slos.iter().find(|s| s.name == name)
+    }
+    pub fn mix(&self, name: &str) -> Option<&Mix> {
+        self.mixes.iter().find(|m| m.name == name)
     }
 }
 
@@ -440,6 +447,61 @@ impl Stat {
     }
 }
 
+// ---------------------------------------------------------------- mixes
+
+/// `mix "production" { class "chat" workload="chat" slo="interactive" weight=70 ... }`:
+/// several request classes on one replica. In open loop one arrival process
+/// drives the mix and each arrival draws its class from the seeded weights;
+/// in closed loop each slot draws the class of every task it starts, so the
+/// c slots are shared by the weights. Cr_open of a mix is the highest total
+/// rate at which every class meets its own SLO.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mix {
+    pub name: String,
+    #[serde(skip)]
+    pub span: Span,
+    /// In file order; at least one.
+    pub classes: Vec<MixClass>,
+    /// `weights 60 20 20`: further weight settings (one weight per class, in
+    /// class order), each measured as its own card: "what if the mix
+    /// changes?".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub weight_settings: Vec<Vec<f64>>,
+    /// `alone #true`: also measure each class's workload on its own, judged
+    /// on its class's SLO, for comparison with the mix.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub alone: bool,
+}
+
+impl Mix {
+    /// The declared weights, in class order.
+    pub fn weights(&self) -> Vec<f64> {
+        self.classes.iter().map(|c| c.weight).collect()
+    }
+}
+
+/// One `class` of a mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MixClass {
+    pub name: String,
+    #[serde(skip)]
+    pub span: Span,
+    /// The workload its requests are drawn from.
+    pub workload: String,
+    /// The SLO it is held to; needed for open loop and sizing.
+    pub slo: Option<String>,
+    /// Relative weight (> 0): its share of arrivals is weight / sum.
+    pub weight: f64,
+    /// `model="adapter"`: the model id its calls send (e.g. a LoRA adapter
+    /// on the same endpoint); default the target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `priority=0`: sent as the request's `priority` field (vLLM's
+    /// priority scheduling: lower is served first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}
+
 // ---------------------------------------------------------------- closed / open
 
 /// `closed { }`: the closed-loop concurrency sweep.
@@ -650,6 +712,9 @@ pub enum SizingTarget {
     Rps { rps: RatePerS, slo: String },
     /// `target output-tokens-per-s=500000`: throughput-first, uses Cr_closed.
     OutputTokensPerS { tokens_per_s: f64 },
+    /// `target rps=150 mix=production`: uses Cr_open of the mix (every class
+    /// within its own SLO), at the mix's declared weights.
+    MixRps { rps: RatePerS, mix: String },
 }
 
 impl SizingTarget {
@@ -657,6 +722,7 @@ impl SizingTarget {
     pub fn label(&self) -> String {
         match self {
             SizingTarget::Rps { rps, .. } => format!("rps={}", rps.0),
+            SizingTarget::MixRps { rps, mix } => format!("rps={} mix={mix}", rps.0),
             SizingTarget::OutputTokensPerS { tokens_per_s } => {
                 format!("output-tokens-per-s={tokens_per_s}")
             }

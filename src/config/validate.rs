@@ -889,6 +889,7 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
                         );
                     }
                 }
+                SizingTarget::MixRps { .. } => {}
                 SizingTarget::OutputTokensPerS { tokens_per_s } => report(
                     "sizing, target".into(),
                     check_positive(
@@ -1086,6 +1087,7 @@ mod tests {
             targets: vec![],
             workloads: vec![],
             slos: vec![],
+            mixes: vec![],
             closed: None,
             open: None,
             sizing: Some(SizingSpec {

@@ -669,6 +669,7 @@ mod tests {
                     clauses: vec![latency(LatencyMetric::E2e, 95.0, 120_000)],
                 },
             ],
+            mixes: vec![],
             closed: Some(ClosedSpec {
                 levels: vec![1, 2, 4, 8, 16, 32, 64, 128],
                 stop: StopRule::Duration(Duration::from_secs(60)),

@@ -213,6 +213,7 @@ impl Decoder {
             targets,
             workloads,
             slos,
+            mixes: Vec::new(),
             closed,
             open,
             sizing,
