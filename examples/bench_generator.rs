@@ -267,6 +267,7 @@ impl RequestSource for BenchSource {
         Task {
             index,
             spec: TaskSpec::Single(call),
+            class: None,
         }
     }
 
@@ -292,6 +293,7 @@ fn plan(id: &str, load: Load, warmup_s: f64, duration_s: f64) -> RunPlan {
         stop: StopRule::Duration(Duration::from_secs_f64(duration_s)),
         seed: 1,
         repetition: 1,
+        mix: None,
     }
 }
 

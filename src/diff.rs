@@ -751,6 +751,7 @@ mod tests {
             run_id: None,
             failed_run_id: None,
             failed_clauses: vec![],
+            limited_by: None,
         }
     }
 

@@ -200,12 +200,13 @@ pub fn recompute(
     let mut content_nonce = None;
 
     for card_plan in &plan.cards {
-        let (Some(target), Some(workload)) = (
-            experiment.target(&card_plan.target),
-            experiment.workload(&card_plan.workload),
-        ) else {
+        let Some(target) = experiment.target(&card_plan.target) else {
             continue;
         };
+        let workload = experiment.workload(&card_plan.workload);
+        if workload.is_none() && card_plan.mix.is_none() {
+            continue;
+        }
         let journals = by_card
             .remove(&(card_plan.target.clone(), card_plan.workload.clone()))
             .unwrap_or_default();
@@ -301,7 +302,15 @@ pub fn recompute(
                 any_missing = true;
             }
         }
-        let mut card = analyze::card::build_card(experiment, target, workload, model, closed, open);
+        let mut card = match (&card_plan.mix, workload) {
+            (Some(mix), _) => {
+                analyze::card::build_mix_card(experiment, target, mix, model, closed, open)
+            }
+            (None, Some(workload)) => {
+                analyze::card::build_card(experiment, target, workload, model, closed, open)
+            }
+            (None, None) => continue,
+        };
         card.target_info.prompt_sizing = prompt_sizing;
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
@@ -348,7 +357,7 @@ pub fn summarize_run_file(
     (ends, last_completed_ms): (&Journal, f64),
     experiment: &Experiment,
 ) -> Result<analyze::RunSummary, FolderError> {
-    use crate::analyze::summary::{JournalEnds, RunAccumulator, window_from_ends};
+    use crate::analyze::summary::{JournalEnds, Summarizer, window_from_ends};
     let extra: Vec<_> = experiment.closed.iter().map(|c| c.crossp.stat).collect();
     let header = ends.header.as_ref();
     let footer = ends.footer.as_ref();
@@ -357,14 +366,14 @@ pub fn summarize_run_file(
         .open
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
-    let pass = |window| -> Result<RunAccumulator<'_>, FolderError> {
-        let mut acc = RunAccumulator::new(
+    let pass = |window| -> Result<Summarizer<'_>, FolderError> {
+        let mut acc = Summarizer::new(
             JournalEnds { header, footer },
             window,
             &experiment.slos,
             &extra,
-        )
-        .with_confidence(confidence);
+            confidence,
+        );
         exec::stream_journal(path, |line| match line {
             exec::JournalLine::Request(r) => acc.request(&r),
             exec::JournalLine::Task(t) => acc.task(&t),

@@ -25,6 +25,7 @@ use crate::folder::{self, FolderError, ResultsFolder};
 use crate::plan::{self, CardPlan, Load, Mode, OpenPlan, Plan, RunPlan};
 use crate::report::Templates;
 use crate::sim;
+use crate::workload::classes::ClassStream;
 use crate::workload::prompt::TokenIdRange;
 
 /// An extension runs this many times the planned measured time.
@@ -198,7 +199,7 @@ pub async fn run(
         let Some(target) = experiment.target(&card.target) else {
             continue;
         };
-        let prepared = prepare_target(target, experiment.seed, log).await?;
+        let prepared = prepare_target(target, &experiment, log).await?;
         let _ = writeln!(
             log,
             "target {}: {} (model {}; telemetry {}{})",
@@ -299,14 +300,22 @@ async fn drive(
         discard_records: true,
     };
     for card in &selected.cards {
-        let (Some(target), Some(workload)) =
-            (live.get(&card.target), experiment.workload(&card.workload))
-        else {
+        let Some(target) = live.get(&card.target) else {
             continue;
         };
-        let _ = writeln!(log, "card {} × {}", card.target, card.workload);
         let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
-        let workload = (workload, trace);
+        let classes: Vec<ClassStream<'_>>;
+        let workload = match &card.mix {
+            Some(mix) => {
+                classes = class_streams(experiment, mix);
+                Sends::Mix(&classes)
+            }
+            None => match experiment.workload(&card.workload) {
+                Some(workload) => Sends::Workload(workload, trace),
+                None => continue,
+            },
+        };
+        let _ = writeln!(log, "card {} × {}", card.target, card.workload);
         let mut closed: Vec<RunSummary> = Vec::new();
         for run in &card.closed {
             if cancel.is_cancelled() {
@@ -467,7 +476,7 @@ async fn drive(
 async fn execute(
     folder: &ResultsFolder,
     target: &LiveTarget,
-    (workload, trace): (&config::Workload, Option<&TraceSpec>),
+    workload: Sends<'_>,
     run: &RunPlan,
     invocation: Invocation,
     options: &RunOptions,
@@ -506,7 +515,7 @@ async fn execute(
         &target.endpoint,
         (target.token_ids, target.words.clone()),
         target.tokenizer.clone(),
-        (workload, trace),
+        workload,
         run,
         invocation.content_nonce,
     );
@@ -543,7 +552,7 @@ fn run_inputs(
         Option<std::sync::Arc<crate::workload::prompt::WordList>>,
     ),
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
-    (workload, trace): (&config::Workload, Option<&TraceSpec>),
+    sends: Sends<'_>,
     run: &RunPlan,
     content_nonce: u64,
 ) -> exec::RunInputs {
@@ -553,6 +562,19 @@ fn run_inputs(
         exec::CompletionsPrompt::Text
     };
     let range = token_ids.unwrap_or(TokenIdRange::DEFAULT);
+    let (workload, trace) = match sends {
+        Sends::Workload(workload, trace) => (workload, trace),
+        Sends::Mix(classes) => {
+            let source =
+                exec::WorkloadSource::classes(classes, run.seed, endpoint.api, completions)
+                    .with_tokenizer(tokenizer)
+                    .with_token_id_range(range)
+                    .with_word_list(words)
+                    .with_content_nonce(content_nonce)
+                    .shared();
+            return exec::RunInputs::for_run(run, source);
+        }
+    };
     if let (Load::Rate { rate, .. }, Some(spec)) = (run.load, trace) {
         if let Some(data) = &spec.data {
             let speedup = data.speedup_for_rate(rate.0);
@@ -760,6 +782,9 @@ fn planned_measured_time(run: &RunPlan) -> Duration {
 /// but at least twice as long, else not at all), under a run id of its own
 /// (`<id>--ext`), so its journal sits beside the run's and never replaces
 /// it. A trace replay has no longer version.
+/// Mixed into an extension's seed (see [`lengthen`]).
+const EXTENSION_STREAM: u64 = 0x4558_5445_4E44; // "EXTEND"
+
 fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
     let planned = planned_measured_time(run);
     if planned.is_zero() || matches!(run.stop, StopRule::TraceEnd) {
@@ -773,6 +798,10 @@ fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
     }
     let mut longer = run.clone();
     longer.id = format!("{}--ext", run.id);
+    // Its own request stream, like a repetition's: with the run's seed it
+    // would re-send the run's prompts first, and a server's prefix cache
+    // (vLLM's is on by default) would serve them, flattering its TTFT.
+    longer.seed = crate::workload::mix(run.seed, EXTENSION_STREAM);
     longer.stop = match run.stop {
         StopRule::Duration(d) => StopRule::Duration(d.mul_f64(factor)),
         StopRule::Requests(n) => StopRule::Requests((n as f64 * factor).ceil() as u64),
@@ -781,10 +810,36 @@ fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
     Some(longer)
 }
 
+/// What a card's runs send: a workload's tasks (or an arrival trace's), or
+/// a mix's classes.
+#[derive(Clone, Copy)]
+enum Sends<'a> {
+    Workload(&'a config::Workload, Option<&'a TraceSpec>),
+    Mix(&'a [ClassStream<'a>]),
+}
+
+/// The class streams of a mix card, in class order.
+fn class_streams<'a>(experiment: &'a Experiment, mix: &plan::MixPlan) -> Vec<ClassStream<'a>> {
+    mix.classes
+        .iter()
+        .filter_map(|c| {
+            Some(ClassStream {
+                class: crate::workload::TaskClass {
+                    name: c.name.as_str().into(),
+                    model: c.model.as_deref().map(Into::into),
+                    priority: c.priority,
+                },
+                workload: experiment.workload(&c.workload)?,
+                weight: c.share,
+            })
+        })
+        .collect()
+}
+
 type ExtensionContext<'a> = (
     &'a ResultsFolder,
     &'a LiveTarget,
-    (&'a config::Workload, Option<&'a TraceSpec>),
+    Sends<'a>,
     Invocation,
     &'a RunOptions,
 );
@@ -858,9 +913,10 @@ async fn extend(
 
 async fn prepare_target(
     target: &Target,
-    seed: u64,
+    experiment: &Experiment,
     log: &mut (dyn Write + Send),
 ) -> Result<LiveTarget, RunError> {
+    let seed = experiment.seed;
     let api_key = match &target.api_key_env {
         Some(var) => match std::env::var(var) {
             Ok(v) if !v.is_empty() => Some(v),
@@ -888,8 +944,20 @@ async fn prepare_target(
                     message: format!("unknown preset {preset}"),
                 });
             };
+            // A mix class's `model` (a LoRA adapter's name, say) is served
+            // beside the base model, as a real server with the adapter
+            // loaded would.
+            let mut adapters: Vec<String> = experiment
+                .mixes
+                .iter()
+                .flat_map(|m| &m.classes)
+                .filter_map(|c| c.model.clone())
+                .collect();
+            adapters.sort();
+            adapters.dedup();
             let config = sim::SimConfig::new(preset)
                 .with_faults(faults.clone())
+                .with_adapters(adapters)
                 .with_seed(seed);
             let server = sim::start(config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
                 .await
@@ -1152,15 +1220,10 @@ pub fn select(
         &request.target,
         experiment.targets.iter().map(|t| t.name.as_str()).collect(),
     )?;
-    check(
-        "workload",
-        &request.workload,
-        experiment
-            .workloads
-            .iter()
-            .map(|w| w.name.as_str())
-            .collect(),
-    )?;
+    // A workload's card, or a mix's (at its declared weights or a setting).
+    let mut cards: Vec<&str> = plan.cards.iter().map(|c| c.workload.as_str()).collect();
+    cards.dedup();
+    check("workload", &request.workload, cards)?;
     let mut selected = plan.clone();
     selected.cards.retain(|c: &CardPlan| {
         request.target.as_ref().is_none_or(|t| *t == c.target)
@@ -1249,6 +1312,7 @@ mod tests {
             stop: StopRule::Duration(Duration::from_secs(10)),
             seed: 1,
             repetition: 1,
+            mix: None,
         };
         let budget = |s: u64| Budget {
             left: Duration::from_secs(s),
@@ -1256,7 +1320,8 @@ mod tests {
         let longer = lengthen(&run, &budget(100)).expect("room for 4×");
         assert_eq!(longer.id, "t--w--r1--ext");
         assert_eq!(longer.stop, StopRule::Duration(Duration::from_secs(40)));
-        assert_eq!(longer.seed, run.seed);
+        // Its own prompts: the run's are in the server's prefix cache.
+        assert_ne!(longer.seed, run.seed);
         // Only room for 3×, then for less than 2×: none.
         assert_eq!(
             lengthen(&run, &budget(35)).map(|r| r.stop),

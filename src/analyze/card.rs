@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::exec::ErrorClass;
 
 use crate::TOOL_VERSION;
-use crate::config::{Api, Experiment, RateSelection, Target, TargetKind, Workload};
+use crate::config::{Api, Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
 
 use super::search::{cr_open, fmt_rate};
 use super::slo::format_fraction;
@@ -28,13 +28,106 @@ pub const RESULTS_SCHEMA: &str = "capcard/results/v1";
 /// Relative gap between reported and requested prompt tokens worth a note.
 const PROMPT_TOKEN_MISMATCH: f64 = 0.02;
 
-/// One card for `target` × `workload`. `model` is the model id actually sent
+/// One card for `target` × `workload`, judged on the SLOs its plan gives
+/// it ([`crate::plan::workload_slos`]: every SLO, or for a workload a mix
+/// measures alone, its classes'). `model` is the model id actually sent
 /// (from the journals), which overrides the target's configured one.
 /// `closed` and `open` may come in any order; the card sorts them.
 pub fn build_card(
     experiment: &Experiment,
     target: &Target,
     workload: &Workload,
+    model: Option<String>,
+    closed: Vec<RunSummary>,
+    open: Vec<RunSummary>,
+) -> Card {
+    let judged = crate::plan::workload_slos(experiment, &workload.name)
+        .unwrap_or_else(|| experiment.slos.iter().map(|s| s.name.clone()).collect());
+    let subject = Subject {
+        name: workload.name.clone(),
+        profile: workload.clone(),
+        slos: experiment
+            .slos
+            .iter()
+            .filter(|s| judged.contains(&s.name))
+            .cloned()
+            .collect(),
+        verdicts: judged,
+        mix: None,
+    };
+    assemble(experiment, target, subject, model, closed, open)
+}
+
+/// One card for `target` × a mix at one weight setting (`plan`): judged on
+/// the mix's verdict, every class within its own SLO ([`super::mix`]).
+pub fn build_mix_card(
+    experiment: &Experiment,
+    target: &Target,
+    plan: &crate::plan::MixPlan,
+    model: Option<String>,
+    closed: Vec<RunSummary>,
+    open: Vec<RunSummary>,
+) -> Card {
+    let workloads: Vec<Workload> = plan
+        .classes
+        .iter()
+        .filter_map(|c| experiment.workload(&c.workload).cloned())
+        .collect();
+    let class_slos: Vec<&str> = plan
+        .classes
+        .iter()
+        .filter_map(|c| c.slo.as_deref())
+        .collect();
+    let name = plan.card_name();
+    let subject = Subject {
+        verdicts: if experiment.open.is_some() {
+            vec![name.clone()]
+        } else {
+            vec![]
+        },
+        name,
+        // The classes' workloads are in `mix`; the first stands for the
+        // card's shape where one is needed (a conversation's unit words).
+        profile: workloads.first().cloned().unwrap_or_else(|| Workload {
+            name: plan.mix.clone(),
+            span: None,
+            input_tokens: crate::config::Dist::fixed(0.0),
+            output_tokens: crate::config::Dist::fixed(0.0),
+            shared_prefix: None,
+            conversation: None,
+            agent: None,
+            dataset: None,
+        }),
+        slos: experiment
+            .slos
+            .iter()
+            .filter(|s| class_slos.contains(&s.name.as_str()))
+            .cloned()
+            .collect(),
+        mix: Some(super::mix::MixCard {
+            plan: plan.clone(),
+            workloads,
+            class_cr_open: vec![],
+        }),
+    };
+    assemble(experiment, target, subject, model, closed, open)
+}
+
+/// What a card is about: a workload or a mix, and what it is judged on.
+struct Subject {
+    name: String,
+    profile: Workload,
+    /// The SLO definitions the card shows.
+    slos: Vec<crate::config::Slo>,
+    /// The verdicts Cr_open is found for: SLO names, or the mix card's name.
+    verdicts: Vec<String>,
+    mix: Option<super::mix::MixCard>,
+}
+
+fn assemble(
+    experiment: &Experiment,
+    target: &Target,
+    subject: Subject,
     model: Option<String>,
     closed: Vec<RunSummary>,
     open: Vec<RunSummary>,
@@ -72,10 +165,20 @@ pub fn build_card(
         if runs.is_empty() {
             return vec![];
         }
-        experiment
-            .slos
+        subject
+            .verdicts
             .iter()
-            .map(|slo| cr_open(runs, &slo.name, max_rps, precision))
+            .map(|name| {
+                let mut found = cr_open(runs, name, max_rps, precision);
+                if subject.mix.is_some() {
+                    found.limited_by = found
+                        .failed_run_id
+                        .as_ref()
+                        .and_then(|id| runs.iter().find(|r| &r.run_id == id))
+                        .and_then(super::mix::limited_by);
+                }
+                found
+            })
             .collect()
     };
     let (crossp, cr_closed) = decide_closed(&median_per_level(&closed));
@@ -112,32 +215,58 @@ pub fn build_card(
                 .iter()
                 .map(|(_, k)| k.as_ref().map(|k| k.range))
                 .collect(),
-            cr_open: experiment
-                .slos
+            cr_open: subject
+                .verdicts
                 .iter()
-                .map(|slo| SloSpread {
-                    slo: slo.name.clone(),
+                .map(|name| SloSpread {
+                    slo: name.clone(),
                     rps: opens
                         .iter()
-                        .map(|crs| crs.iter().find(|c| c.slo == slo.name).and_then(|c| c.rps))
+                        .map(|crs| crs.iter().find(|c| &c.slo == name).and_then(|c| c.rps))
                         .collect(),
                 })
                 .collect(),
         }
     });
+    // The targets this card sizes: an SLO's on the cards judged on it, a
+    // mix's on its card at the declared weights, throughput on every card.
     let sizing = experiment
         .sizing
         .as_ref()
-        .map(|spec| sizing::size(spec, &cr_open, cr_closed.as_ref(), target.cost.as_ref()))
+        .map(|spec| {
+            let spec = crate::config::SizingSpec {
+                targets: spec
+                    .targets
+                    .iter()
+                    .filter(|t| match t {
+                        SizingTarget::Rps { slo, .. } => {
+                            subject.mix.is_none() && subject.verdicts.contains(slo)
+                        }
+                        SizingTarget::MixRps { mix, .. } => subject
+                            .mix
+                            .as_ref()
+                            .is_some_and(|m| m.plan.declared && &m.plan.mix == mix),
+                        SizingTarget::OutputTokensPerS { .. } => true,
+                    })
+                    .cloned()
+                    .collect(),
+                ..spec.clone()
+            };
+            sizing::size(&spec, &cr_open, cr_closed.as_ref(), target.cost.as_ref())
+        })
         .unwrap_or_default();
+    let mix = subject.mix.map(|mut m| {
+        m.class_cr_open = super::mix::class_cr_open(&per_rate, &m.plan, max_rps, precision);
+        m
+    });
 
     let mut card = Card {
         target: target.name.clone(),
-        workload: workload.name.clone(),
+        workload: subject.name,
         target_info: target_info(target, model),
-        workload_profile: workload.clone(),
+        workload_profile: subject.profile,
         measured_tokens: measured_tokens(closed.iter().chain(&open)),
-        slos: experiment.slos.clone(),
+        slos: subject.slos,
         arrival: experiment.open.as_ref().map(|o| o.arrival.label()),
         closed,
         crossp_spec,
@@ -149,6 +278,7 @@ pub fn build_card(
         sizing,
         repeat,
         frontier,
+        mix,
         frontier_multipliers: match experiment.open.as_ref() {
             Some(o) if matches!(o.rates, RateSelection::Search { .. }) => o.frontier.clone(),
             _ => vec![],
@@ -559,7 +689,11 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
                     "open runs at {} rps were lengthened beyond the declared {}s to gather the {} calls the SLOs' highest percentile is judged on (at most {}×)",
                     lengthened.join(", "),
                     fmt_rate(declared_s),
-                    crate::plan::samples_to_judge(&experiment.slos, open.confidence.0),
+                    crate::plan::card_samples(
+                        experiment,
+                        &card.workload,
+                        card.mix.as_ref().map(|m| &m.plan)
+                    ),
                     crate::plan::MAX_SAMPLE_LENGTHENING
                 ));
             }

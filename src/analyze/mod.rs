@@ -10,6 +10,7 @@ pub mod crossp;
 pub mod frontier;
 pub mod interval;
 pub mod knee;
+pub mod mix;
 pub mod search;
 pub mod sizing;
 pub mod slo;
@@ -164,6 +165,9 @@ pub struct RunSummary {
     /// when telemetry was off or the run had no scrape inside its window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<telemetry::ServerSignals>,
+    /// A run of a mix: each class's own summary (see [`mix`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<mix::ClassSummary>,
 }
 
 /// A run's steady state over its measured window.
@@ -252,6 +256,10 @@ pub struct CrOpen {
     /// Run id of the failing run at `failed_at_rps`, and which clauses failed there.
     pub failed_run_id: Option<String>,
     pub failed_clauses: Vec<String>,
+    /// A mix: the class that fails first (at `failed_at_rps`) and its
+    /// clause (see [`mix::limited_by`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<mix::LimitedBy>,
 }
 
 /// `repeat N`: how the capacity numbers spread over the repetitions.
@@ -362,6 +370,10 @@ pub struct Card {
     /// Telemetry gaps and server/client disagreements, in plain language.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telemetry_notes: Vec<String>,
+    /// A mix card: its classes, weights and each class's Cr_open inside the
+    /// mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<mix::MixCard>,
     /// The likely limit read from server telemetry, keyed `"crossp"`,
     /// `"cr_closed"` and `"cr_open:<slo>"` (see [`telemetry::annotate_card`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

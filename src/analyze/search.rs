@@ -385,6 +385,7 @@ pub fn cr_open(
         run_id: None,
         failed_run_id: None,
         failed_clauses: vec![],
+        limited_by: None,
     };
     if runs.is_empty() {
         result.note = Some(format!("no open run evaluated the SLO `{slo}`"));

@@ -778,6 +778,7 @@ mod tests {
                 e2e_ms: (i % 2 == 0).then_some(2000.0),
                 calls: 3,
                 failed_calls: u32::from(i % 2 == 1),
+                class: None,
             };
             evidence.task(&t, (i / 2) as usize);
         }

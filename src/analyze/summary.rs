@@ -103,8 +103,7 @@ pub fn summarize_judged(
         footer: journal.footer.as_ref(),
     };
     let pass = |window: Window| {
-        let mut acc =
-            RunAccumulator::new(ends, window, slos, extra_stats).with_confidence(confidence);
+        let mut acc = Summarizer::new(ends, window, slos, extra_stats, confidence);
         for record in &journal.requests {
             acc.request(record);
         }
@@ -126,6 +125,98 @@ pub fn summarize_judged(
 pub struct JournalEnds<'a> {
     pub header: Option<&'a RunHeader>,
     pub footer: Option<&'a RunFooter>,
+}
+
+/// A run's summary from its records: a [`RunAccumulator`] over the whole
+/// run and, for a run of a mix (its header's plan names the classes), one
+/// per class over the class's records, each judged on its class's own SLO
+/// (see [`super::mix`]).
+pub struct Summarizer<'a> {
+    whole: RunAccumulator<'a>,
+    classes: Vec<(&'a crate::plan::ClassPlan, RunAccumulator<'a>)>,
+}
+
+impl<'a> Summarizer<'a> {
+    /// `slos`: every SLO of the experiment; a plain run is judged on all of
+    /// them, a mix run's classes each on their own.
+    pub fn new(
+        ends: JournalEnds<'a>,
+        window: Window,
+        slos: &'a [Slo],
+        extra_stats: &[Stat],
+        confidence: f64,
+    ) -> Self {
+        let mix = ends.header.and_then(|h| h.run.mix.as_ref());
+        let Some(mix) = mix else {
+            return Summarizer {
+                whole: RunAccumulator::new(ends, window, slos, extra_stats)
+                    .with_confidence(confidence),
+                classes: Vec::new(),
+            };
+        };
+        let classes = mix
+            .classes
+            .iter()
+            .map(|class| {
+                let own: &'a [Slo] = class
+                    .slo
+                    .as_deref()
+                    .and_then(|name| slos.iter().find(|s| s.name == name))
+                    .map_or(&[], std::slice::from_ref);
+                let mut acc =
+                    RunAccumulator::new(ends, window, own, extra_stats).with_confidence(confidence);
+                acc.own_arrivals = true;
+                (class, acc)
+            })
+            .collect();
+        Summarizer {
+            whole: RunAccumulator::new(ends, window, &[], extra_stats).with_confidence(confidence),
+            classes,
+        }
+    }
+
+    fn class_of(&mut self, class: Option<&str>) -> Option<&mut RunAccumulator<'a>> {
+        let class = class?;
+        self.classes
+            .iter_mut()
+            .find(|(c, _)| c.name == class)
+            .map(|(_, acc)| acc)
+    }
+
+    pub fn request(&mut self, r: &RequestRecord) {
+        self.whole.request(r);
+        if let Some(acc) = self.class_of(r.class.as_deref()) {
+            acc.request(r);
+        }
+    }
+
+    pub fn task(&mut self, t: &TaskRecord) {
+        self.whole.task(t);
+        if let Some(acc) = self.class_of(t.class.as_deref()) {
+            acc.task(t);
+        }
+    }
+
+    /// The whole run's ([`RunAccumulator::steady_start_ms`]): one window
+    /// for every class.
+    pub fn steady_start_ms(&self) -> Option<f64> {
+        self.whole.steady_start_ms()
+    }
+
+    pub fn finish(self) -> RunSummary {
+        let name = self.whole.ends.header.map(|h| h.run.workload.clone());
+        let mut summary = self.whole.finish();
+        if self.classes.is_empty() {
+            return summary;
+        }
+        let classes: Vec<(&crate::plan::ClassPlan, RunSummary)> = self
+            .classes
+            .into_iter()
+            .map(|(plan, acc)| (plan, acc.finish()))
+            .collect();
+        super::mix::join_classes(&mut summary, &name.unwrap_or_default(), &classes);
+        summary
+    }
 }
 
 /// An exact mean, accumulated.
@@ -190,6 +281,9 @@ pub struct RunAccumulator<'a> {
     /// Arrivals (first calls) scheduled in the window, from the records:
     /// `offered` when the footer's count does not apply.
     arrivals: u64,
+    /// A mix class's share of the records: `offered` is always its own
+    /// arrivals (the footer counts the whole run's).
+    own_arrivals: bool,
 }
 
 impl<'a> RunAccumulator<'a> {
@@ -233,6 +327,7 @@ impl<'a> RunAccumulator<'a> {
             tasks_completed: 0,
             tasks_failed: 0,
             arrivals: 0,
+            own_arrivals: false,
         }
     }
 
@@ -381,7 +476,7 @@ impl<'a> RunAccumulator<'a> {
                 // The footer counted the arrivals of the planned window; a
                 // window moved past an unsteady start counts its own.
                 let offered = match ends.footer.and_then(|f| f.offered) {
-                    Some(n) if !window.moved => n,
+                    Some(n) if !window.moved && !self.own_arrivals => n,
                     _ => self.arrivals,
                 };
                 // Finished either way: failures are judged by the SLOs (as
@@ -472,6 +567,7 @@ impl<'a> RunAccumulator<'a> {
             incomplete: window.incomplete,
             invalid,
             server: None,
+            classes: Vec::new(),
         };
         if open_loop {
             let task_e2e = if self.has_tasks {
@@ -488,26 +584,7 @@ impl<'a> RunAccumulator<'a> {
             };
             for ((slo, good), evidence) in slos.iter().zip(&self.good).zip(&self.evidence) {
                 let mut verdict = evidence.judge(slo, values, self.confidence, self.has_tasks);
-                let why = state_reason.clone().unwrap_or_default();
-                match state {
-                    RunState::Overloaded => {
-                        verdict.overrule(Verdict::Fail, format!("overloaded: {why}"));
-                    }
-                    RunState::Backlogged => {
-                        verdict.overrule(Verdict::Inconclusive, format!("backlogged: {why}"));
-                    }
-                    RunState::Stable => {}
-                }
-                if summary.invalid {
-                    verdict.overrule(
-                        Verdict::Fail,
-                        format!(
-                            "invalid run: {} of {} calls failed",
-                            summary.errors,
-                            summary.errors + summary.requests
-                        ),
-                    );
-                }
+                apply_run_state(&mut verdict, &summary);
                 summary.verdicts.push(verdict);
                 summary
                     .goodput_rps
@@ -515,6 +592,31 @@ impl<'a> RunAccumulator<'a> {
             }
         }
         summary
+    }
+}
+
+/// What the run as a whole adds to a verdict on its clauses: an overloaded
+/// or invalid run fails, a backlogged one cannot pass.
+pub fn apply_run_state(verdict: &mut slo::SloVerdict, summary: &RunSummary) {
+    let why = summary.state_reason.clone().unwrap_or_default();
+    match summary.state {
+        RunState::Overloaded => {
+            verdict.overrule(Verdict::Fail, format!("overloaded: {why}"));
+        }
+        RunState::Backlogged => {
+            verdict.overrule(Verdict::Inconclusive, format!("backlogged: {why}"));
+        }
+        RunState::Stable => {}
+    }
+    if summary.invalid {
+        verdict.overrule(
+            Verdict::Fail,
+            format!(
+                "invalid run: {} of {} calls failed",
+                summary.errors,
+                summary.errors + summary.requests
+            ),
+        );
     }
 }
 
@@ -850,6 +952,7 @@ pub(crate) mod tests {
                 stop: StopRule::Duration(Duration::from_secs(10)),
                 seed: 1,
                 repetition: 1,
+                mix: None,
             },
             started_at: "2026-01-01T00:00:00Z".into(),
             model: "m".into(),
@@ -890,6 +993,7 @@ pub(crate) mod tests {
             error_detail: None,
             http_status: Some(200),
             reconnects: 0,
+            class: None,
         }
     }
 
@@ -1211,6 +1315,7 @@ pub(crate) mod tests {
                 e2e_ms: Some(3000.0),
                 calls: 3,
                 failed_calls: 0,
+                class: None,
             },
             TaskRecord {
                 task: 1,
@@ -1219,6 +1324,7 @@ pub(crate) mod tests {
                 e2e_ms: Some(4000.0),
                 calls: 3,
                 failed_calls: 0,
+                class: None,
             },
             TaskRecord {
                 task: 2,
@@ -1227,6 +1333,7 @@ pub(crate) mod tests {
                 e2e_ms: None,
                 calls: 3,
                 failed_calls: 1,
+                class: None,
             },
         ];
         let s = summarize(&journal, &[]);

@@ -68,6 +68,9 @@ pub fn summary_line(path: &Path, experiment: &Experiment) -> String {
         count(experiment.workloads.len(), "workload", "workloads"),
         count(experiment.slos.len(), "SLO", "SLOs"),
     ];
+    if !experiment.mixes.is_empty() {
+        parts.push(count(experiment.mixes.len(), "mix", "mixes"));
+    }
     if let Some(closed) = &experiment.closed {
         parts.push(format!(
             "closed {}",

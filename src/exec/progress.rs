@@ -169,6 +169,7 @@ mod tests {
             error_detail: None,
             http_status: None,
             reconnects: 0,
+            class: None,
         }
     }
 

@@ -86,6 +86,9 @@ pub struct RequestRecord {
     /// The server never read the first send: not an error, not a second request.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reconnects: u32,
+    /// The mix class of the call's task; `None` outside a mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -174,6 +177,9 @@ pub struct TaskRecord {
     pub e2e_ms: Option<f64>,
     pub calls: u32,
     pub failed_calls: u32,
+    /// The mix class of the task; `None` outside a mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::workload::classes::{ClassStream, ClassedGenerator};
 use crate::workload::prompt::{TokenIdRange, WordList};
 use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace::Trace;
@@ -82,7 +83,7 @@ pub trait RequestSource: Send + Sync {
 /// The workload's seeded task stream, rendered for one API.
 #[derive(Debug, Clone)]
 pub struct WorkloadSource {
-    generator: TaskGenerator,
+    generator: Generator,
     api: Api,
     completions_prompt: CompletionsPrompt,
     /// The target's tokenizer: synthetic text sized exactly with it
@@ -96,6 +97,13 @@ pub struct WorkloadSource {
     words: Option<Arc<WordList>>,
 }
 
+/// One workload's stream, or a mix's classes.
+#[derive(Debug, Clone)]
+enum Generator {
+    One(Box<TaskGenerator>),
+    Classes(ClassedGenerator),
+}
+
 impl WorkloadSource {
     pub fn new(
         workload: &Workload,
@@ -103,8 +111,35 @@ impl WorkloadSource {
         api: Api,
         completions_prompt: CompletionsPrompt,
     ) -> Self {
+        Self::with_generator(
+            Generator::One(Box::new(TaskGenerator::new(workload, seed))),
+            api,
+            completions_prompt,
+        )
+    }
+
+    /// A mix's stream: each task of the class its index draws
+    /// ([`ClassedGenerator`]).
+    pub fn classes(
+        classes: &[ClassStream<'_>],
+        seed: u64,
+        api: Api,
+        completions_prompt: CompletionsPrompt,
+    ) -> Self {
+        Self::with_generator(
+            Generator::Classes(ClassedGenerator::new(classes, seed)),
+            api,
+            completions_prompt,
+        )
+    }
+
+    fn with_generator(
+        generator: Generator,
+        api: Api,
+        completions_prompt: CompletionsPrompt,
+    ) -> Self {
         WorkloadSource {
-            generator: TaskGenerator::new(workload, seed),
+            generator,
             api,
             completions_prompt,
             tokenizer: None,
@@ -123,7 +158,10 @@ impl WorkloadSource {
 
     /// Draw prompt content with `nonce` (see [`TaskGenerator::with_content_nonce`]).
     pub fn with_content_nonce(mut self, nonce: u64) -> Self {
-        self.generator = self.generator.with_content_nonce(nonce);
+        self.generator = match self.generator {
+            Generator::One(g) => Generator::One(Box::new(g.with_content_nonce(nonce))),
+            Generator::Classes(g) => Generator::Classes(g.with_content_nonce(nonce)),
+        };
         self.content_nonce = nonce;
         self
     }
@@ -149,7 +187,10 @@ impl WorkloadSource {
 
 impl RequestSource for WorkloadSource {
     fn task(&self, index: u64) -> Task {
-        self.generator.task(index)
+        match &self.generator {
+            Generator::One(g) => g.task(index),
+            Generator::Classes(g) => g.task(index),
+        }
     }
 
     fn tokenizer(&self) -> Option<Arc<PromptTokenizer>> {
@@ -384,6 +425,8 @@ struct Body<'a> {
     temperature: f64,
     stream: bool,
     stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<i64>,
 }
 
 /// What a target changes in every call's body.
@@ -422,6 +465,20 @@ pub fn build_body_with(
     prompt: &Prompt,
     max_tokens: u32,
     options: &BodyOptions,
+) -> Bytes {
+    build_call_body(api, model, prompt, max_tokens, options, None)
+}
+
+/// [`build_body_with`] for a call of a mix class: `priority` (the class's)
+/// is sent as the body's `priority` field and wins over a `priority` in the
+/// target's `extra-body`, being the more specific of the two.
+pub fn build_call_body(
+    api: Api,
+    model: &str,
+    prompt: &Prompt,
+    max_tokens: u32,
+    options: &BodyOptions,
+    priority: Option<i64>,
 ) -> Bytes {
     let joined;
     let (messages, prompt_field) = match (api, prompt) {
@@ -466,6 +523,7 @@ pub fn build_body_with(
         stream_options: StreamOptions {
             include_usage: true,
         },
+        priority,
     };
     // Invariant: a struct of strings, numbers and bools always serializes.
     if options.extra.is_empty() {
@@ -474,6 +532,9 @@ pub fn build_body_with(
     let mut value = serde_json::to_value(&body).expect("request body serializes");
     if let Some(map) = value.as_object_mut() {
         for (key, extra) in &options.extra {
+            if key == "priority" && priority.is_some() {
+                continue;
+            }
             map.insert(key.clone(), extra.clone());
         }
     }
@@ -487,6 +548,35 @@ mod tests {
 
     fn parse(b: &Bytes) -> Value {
         serde_json::from_slice(b).unwrap()
+    }
+
+    #[test]
+    fn a_class_sends_its_priority_over_the_targets_extra_body() {
+        let prompt = Prompt::Text("hi".into());
+        let options = BodyOptions {
+            force_length: true,
+            extra: serde_json::from_str(r#"{"priority": 2, "top_p": 0.9}"#).unwrap(),
+        };
+        let body = parse(&build_call_body(
+            Api::Chat,
+            "rag-lora",
+            &prompt,
+            4,
+            &options,
+            Some(-1),
+        ));
+        assert_eq!(body["model"], "rag-lora");
+        assert_eq!(body["priority"], -1);
+        assert_eq!(body["top_p"], 0.9);
+        let plain = parse(&build_call_body(
+            Api::Chat,
+            "m",
+            &prompt,
+            4,
+            &BodyOptions::default(),
+            None,
+        ));
+        assert!(plain.get("priority").is_none());
     }
 
     #[test]

@@ -17,13 +17,13 @@ use super::client::{self, CallEnv, HttpTarget};
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
-use super::request::{BodyOptions, RequestSource, api_path, build_body_with};
+use super::request::{BodyOptions, RequestSource, api_path, build_call_body};
 use super::stream::{CallId, ms_since, round_us};
 use super::timer::PreciseTimer;
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
 use crate::config::{Api, StopRule};
 use crate::plan::{Load, RunPlan};
-use crate::workload::{CallSpec, Task, TaskSpec};
+use crate::workload::{CallSpec, Task, TaskClass, TaskSpec};
 
 /// How far ahead of its scheduled instant an open-loop arrival is spawned, to
 /// render its body and be parked on the timer when its instant comes.
@@ -68,13 +68,17 @@ impl Ctx {
         ms_since(self.t0, t)
     }
 
-    fn body_now(&self, call: &CallSpec) -> Bytes {
-        build_body_with(
+    /// A call's body, with its mix class's model and priority if it has one.
+    fn body_now(&self, call: &CallSpec, class: Option<&TaskClass>) -> Bytes {
+        build_call_body(
             self.api,
-            &self.model,
+            class
+                .and_then(|c| c.model.as_deref())
+                .unwrap_or(&self.model),
             &self.source.render(call),
             call.output_tokens,
             &self.body_options,
+            class.and_then(|c| c.priority),
         )
     }
 
@@ -82,22 +86,25 @@ impl Ctx {
     /// text to hit exact lengths: milliseconds for long prompts) runs on
     /// the blocking pool, never on the runtime threads that timestamp
     /// streams; word and token-id rendering takes microseconds and stays.
-    async fn body(self: &Arc<Self>, call: &CallSpec) -> Bytes {
+    async fn body(self: &Arc<Self>, call: &CallSpec, class: Option<&Arc<TaskClass>>) -> Bytes {
         if !self.render_off_thread {
-            return self.body_now(call);
+            return self.body_now(call, class.map(|c| &**c));
         }
-        let (ctx, owned) = (Arc::clone(self), call.clone());
-        match tokio::task::spawn_blocking(move || ctx.body_now(&owned)).await {
+        let (ctx, owned, class_owned) = (Arc::clone(self), call.clone(), class.cloned());
+        match tokio::task::spawn_blocking(move || ctx.body_now(&owned, class_owned.as_deref()))
+            .await
+        {
             Ok(body) => body,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled only at runtime shutdown; render here then.
-            Err(_) => self.body_now(call),
+            Err(_) => self.body_now(call, class.map(|c| &**c)),
         }
     }
 
     /// Bodies of the task's first call (or first agent step's calls).
-    async fn prepare_first(self: &Arc<Self>, spec: &TaskSpec) -> Vec<Bytes> {
-        let calls: Vec<&CallSpec> = match spec {
+    async fn prepare_first(self: &Arc<Self>, task: &Task) -> Vec<Bytes> {
+        let class = task.class.as_ref();
+        let calls: Vec<&CallSpec> = match &task.spec {
             TaskSpec::Single(call) => vec![call],
             TaskSpec::Conversation { turns } => {
                 turns.first().map(|t| &t.call).into_iter().collect()
@@ -109,7 +116,7 @@ impl Ctx {
         };
         let mut bodies = Vec::with_capacity(calls.len());
         for call in calls {
-            bodies.push(self.body(call).await);
+            bodies.push(self.body(call, class).await);
         }
         bodies
     }
@@ -132,7 +139,7 @@ impl Ctx {
     /// One call at `scheduled` (`None`: now, the closed loop's first call).
     async fn call(
         &self,
-        task: u64,
+        (task, class): (u64, Option<&Arc<TaskClass>>),
         call: u32,
         spec: &CallSpec,
         body: Bytes,
@@ -153,7 +160,8 @@ impl Ctx {
             live: &self.live,
             timer: &self.timer,
         };
-        let sent = client::perform_call(&env, body, id, scheduled).await?;
+        let mut sent = client::perform_call(&env, body, id, scheduled).await?;
+        sent.record.class = class.map(|c| c.name.to_string());
         self.live.on_record(&sent.record);
         let ok = sent.record.is_ok();
         self.emit(JournalLine::Request(sent.record));
@@ -168,6 +176,7 @@ impl Ctx {
     /// loop: `start` is now, and the first call is sent without delay).
     async fn run_task(self: &Arc<Self>, task: Task, first: Vec<Bytes>, start: Instant) {
         let index = task.index;
+        let class = task.class.as_ref();
         let first_at = (!self.closed).then_some(start);
         let mut first = first.into_iter();
         let mut calls = 0u32;
@@ -180,23 +189,23 @@ impl Ctx {
             TaskSpec::Single(call) => {
                 let body = match first.next() {
                     Some(body) => body,
-                    None => self.body(call).await,
+                    None => self.body(call, class).await,
                 };
-                self.call(index, 0, call, body, first_at).await;
+                self.call((index, class), 0, call, body, first_at).await;
                 return;
             }
             TaskSpec::Conversation { turns } => {
                 for (k, turn) in turns.iter().enumerate() {
                     let (scheduled, body) = match (k, first.next()) {
                         (0, Some(body)) => (first_at, body),
-                        (0, None) => (first_at, self.body(&turn.call).await),
+                        (0, None) => (first_at, self.body(&turn.call, class).await),
                         _ => (
                             Some(last_end + turn.think_time_before),
-                            self.body(&turn.call).await,
+                            self.body(&turn.call, class).await,
                         ),
                     };
                     let Some(outcome) = self
-                        .call(index, k as u32, &turn.call, body, scheduled)
+                        .call((index, class), k as u32, &turn.call, body, scheduled)
                         .await
                     else {
                         cut = true;
@@ -220,7 +229,7 @@ impl Ctx {
                     for c in &step.calls {
                         let body = match (k, first.next()) {
                             (0, Some(body)) => body,
-                            _ => self.body(c).await,
+                            _ => self.body(c, class).await,
                         };
                         bodies.push(body);
                     }
@@ -230,7 +239,13 @@ impl Ctx {
                             .zip(bodies)
                             .enumerate()
                             .map(|(j, (spec, body))| {
-                                self.call(index, next_call + j as u32, spec, body, step_start)
+                                self.call(
+                                    (index, class),
+                                    next_call + j as u32,
+                                    spec,
+                                    body,
+                                    step_start,
+                                )
                             });
                     let outcomes = futures_util::future::join_all(calls_of_step).await;
                     next_call += step.calls.len() as u32;
@@ -267,6 +282,7 @@ impl Ctx {
             e2e_ms: (!cut && failed == 0).then_some(round_us(completed_ms - scheduled_ms)),
             calls,
             failed_calls: failed,
+            class: class.map(|c| c.name.to_string()),
         }));
     }
 }
@@ -289,7 +305,7 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
         }
         let index = state.next_index.fetch_add(1, Ordering::Relaxed);
         let task = ctx.source.task(index);
-        let first = ctx.prepare_first(&task.spec).await;
+        let first = ctx.prepare_first(&task).await;
         // The slot's start instant is taken after rendering, so the render is
         // not part of the measured latency.
         let now = Instant::now();
@@ -367,7 +383,7 @@ async fn dispatch_open(
         arrivals_ms.push(ms_since(ctx.t0, at));
         let task_ctx = Arc::clone(ctx);
         tasks.spawn(async move {
-            let first = task_ctx.prepare_first(&task.spec).await;
+            let first = task_ctx.prepare_first(&task).await;
             task_ctx.run_task(task, first, at).await;
         });
         while let Some(result) = tasks.try_join_next() {

@@ -345,6 +345,7 @@ impl StreamObserver {
             error_detail,
             http_status: times.http_status,
             reconnects: 0,
+            class: None,
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct WorkloadProfile {
     /// Calls that run one after another (turns, agent steps).
     pub sequential_calls_per_task: f64,
     pub output_tokens_per_call: f64,
+    /// Prompt tokens per call (each turn's whole prompt, history included).
+    pub input_tokens_per_call: f64,
     /// Think and tool time per task, in seconds.
     pub pause_s_per_task: f64,
 }
@@ -52,9 +54,21 @@ impl WorkloadProfile {
     pub fn of(workload: &Workload, seed: u64) -> Self {
         let generator = TaskGenerator::new(workload, seed);
         let (mut calls, mut sequential, mut output, mut pause_s) = (0usize, 0usize, 0u64, 0.0);
+        let mut input = 0u64;
         for index in 0..PROFILE_TASKS {
             let task = generator.task(index);
             calls += task.spec.calls();
+            input += match &task.spec {
+                TaskSpec::Single(call) => u64::from(call.input_tokens),
+                TaskSpec::Conversation { turns } => {
+                    turns.iter().map(|t| u64::from(t.call.input_tokens)).sum()
+                }
+                TaskSpec::Agent { steps } => steps
+                    .iter()
+                    .flat_map(|s| &s.calls)
+                    .map(|c| u64::from(c.input_tokens))
+                    .sum(),
+            };
             match &task.spec {
                 TaskSpec::Single(call) => {
                     sequential += 1;
@@ -85,8 +99,45 @@ impl WorkloadProfile {
             calls_per_task: calls as f64 / tasks,
             sequential_calls_per_task: sequential as f64 / tasks,
             output_tokens_per_call: output as f64 / calls.max(1) as f64,
+            input_tokens_per_call: input as f64 / calls.max(1) as f64,
             pause_s_per_task: pause_s / tasks,
         }
+    }
+
+    /// A mix's shape: its classes' profiles weighted by their shares of
+    /// tasks (calls and pauses per task; tokens per call weighted by calls).
+    pub fn blend(parts: &[(WorkloadProfile, f64)]) -> Self {
+        let total: f64 = parts
+            .iter()
+            .map(|(_, w)| w)
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        let avg = |f: fn(&WorkloadProfile) -> f64| {
+            parts.iter().map(|(p, w)| f(p) * w).sum::<f64>() / total
+        };
+        let calls_per_task = avg(|p| p.calls_per_task);
+        let per_task = |f: fn(&WorkloadProfile) -> f64| {
+            parts
+                .iter()
+                .map(|(p, w)| f(p) * p.calls_per_task * w)
+                .sum::<f64>()
+                / total
+        };
+        let output = per_task(|p| p.output_tokens_per_call);
+        let input = per_task(|p| p.input_tokens_per_call);
+        WorkloadProfile {
+            calls_per_task,
+            sequential_calls_per_task: avg(|p| p.sequential_calls_per_task),
+            output_tokens_per_call: output / calls_per_task.max(f64::MIN_POSITIVE),
+            input_tokens_per_call: input / calls_per_task.max(f64::MIN_POSITIVE),
+            pause_s_per_task: avg(|p| p.pause_s_per_task),
+        }
+    }
+
+    /// Planned tokens (prompt + output) of one task: what makes a class
+    /// heavy.
+    pub fn tokens_per_task(&self) -> f64 {
+        (self.input_tokens_per_call + self.output_tokens_per_call) * self.calls_per_task
     }
 
     /// Assumed duration of one call, in seconds.
@@ -159,6 +210,7 @@ mod tests {
             stop,
             seed: 1,
             repetition: 1,
+            mix: None,
         }
     }
 

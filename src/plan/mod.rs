@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, Experiment, Fraction, RatePerS, RateSelection, StopRule, Workload};
+use crate::config::{Arrival, Experiment, Fraction, RatePerS, RateSelection, StopRule};
 use crate::workload::{hash_str, mix};
 
 /// `schema` of `plan.json`.
@@ -45,13 +45,19 @@ pub struct Plan {
     pub estimated_wall_time_s: f64,
 }
 
-/// The runs that produce one card (one target × one workload).
+/// The runs that produce one card (one target × one workload, or one
+/// target × one mix at one weight setting).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CardPlan {
     pub target: String,
+    /// The workload's name, or the mix card's ([`mix_card_name`]).
     pub workload: String,
-    /// SLO names evaluated on the open runs.
+    /// SLO names evaluated on the open runs. A mix card has one: its own
+    /// name, the verdict "every class within its own SLO".
     pub slos: Vec<String>,
+    /// A mix card: its classes at this card's weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<MixPlan>,
     /// Closed-loop sweep, in increasing concurrency.
     pub closed: Vec<RunPlan>,
     pub open: OpenPlan,
@@ -80,7 +86,7 @@ pub enum OpenPlan {
         #[serde(default, skip_serializing_if = "is_zero")]
         frontier_runs: u32,
         /// Template for the runs the search creates (load is set per rate).
-        template: RunPlan,
+        template: Box<RunPlan>,
     },
 }
 
@@ -103,6 +109,76 @@ impl Mode {
             Mode::Open => "open",
         }
     }
+}
+
+/// A mix at one weight setting: what a run of its card sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MixPlan {
+    /// The `mix` block's name.
+    pub mix: String,
+    /// This card's weights, one per class in class order: the declared
+    /// ones, or one `weights` setting.
+    pub weights: Vec<f64>,
+    /// `false` for a `weights` what-if setting.
+    pub declared: bool,
+    pub classes: Vec<ClassPlan>,
+}
+
+/// One class of a [`MixPlan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassPlan {
+    pub name: String,
+    pub workload: String,
+    pub slo: Option<String>,
+    /// Its share of arrivals (tasks): weight / sum of weights.
+    pub share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}
+
+impl MixPlan {
+    /// `mix` at `weights` (one per class; the config checked them).
+    pub fn of(mix: &crate::config::Mix, weights: &[f64], declared: bool) -> Self {
+        let total: f64 = weights.iter().sum();
+        MixPlan {
+            mix: mix.name.clone(),
+            weights: weights.to_vec(),
+            declared,
+            classes: mix
+                .classes
+                .iter()
+                .zip(weights)
+                .map(|(class, &weight)| ClassPlan {
+                    name: class.name.clone(),
+                    workload: class.workload.clone(),
+                    slo: class.slo.clone(),
+                    share: if total > 0.0 { weight / total } else { 0.0 },
+                    model: class.model.clone(),
+                    priority: class.priority,
+                })
+                .collect(),
+        }
+    }
+
+    /// The card's name: the mix's own at its declared weights,
+    /// `<mix>@60-20-20` at a `weights` setting.
+    pub fn card_name(&self) -> String {
+        mix_card_name(&self.mix, &self.weights, self.declared)
+    }
+}
+
+/// See [`MixPlan::card_name`].
+pub fn mix_card_name(mix: &str, weights: &[f64], declared: bool) -> String {
+    if declared {
+        return mix.to_string();
+    }
+    let weights: Vec<String> = weights
+        .iter()
+        .map(|w| crate::analyze::search::fmt_rate(*w))
+        .collect();
+    format!("{mix}@{}", weights.join("-"))
 }
 
 /// What drives a run.
@@ -134,6 +210,9 @@ pub struct RunPlan {
     /// `repeat N`: which repetition of its level or rate this is (1-based).
     #[serde(default = "first_repetition", skip_serializing_if = "is_first")]
     pub repetition: u32,
+    /// A run of a mix card: its classes (so a journal says what it sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<MixPlan>,
 }
 
 fn first_repetition() -> u32 {
@@ -171,19 +250,79 @@ fn repeated(runs: Vec<RunPlan>, times: u32) -> Vec<RunPlan> {
         .collect()
 }
 
+/// What one card measures: a workload, judged on `slos`, or a mix.
+struct Subject {
+    name: String,
+    profile: WorkloadProfile,
+    slos: Vec<String>,
+    /// Calls (tasks) an open run needs for its verdicts ([`samples_to_judge`]).
+    samples: u64,
+    mix: Option<MixPlan>,
+}
+
 /// Expand an experiment into its plan.
+///
+/// Cards: every workload that no mix uses, judged on every SLO; every mix
+/// at its declared weights and then at each `weights` setting; and with
+/// `alone #true` in a mix, each of its classes' workloads on its own,
+/// judged on its classes' SLOs.
 pub fn build(experiment: &Experiment) -> Plan {
-    // One profile per workload: it only matters for `requests` stops, and
-    // drawing it is cheap next to parsing the file.
-    let profiles: Vec<WorkloadProfile> = experiment
-        .workloads
-        .iter()
-        .map(|w| WorkloadProfile::of(w, workload_seed(experiment.seed, &w.name)))
-        .collect();
-    let mut cards = Vec::with_capacity(experiment.targets.len() * experiment.workloads.len());
+    let confidence = experiment.open.as_ref().map_or(0.95, |o| o.confidence.0);
+    let mut subjects: Vec<Subject> = Vec::new();
+    for workload in &experiment.workloads {
+        let Some(slos) = workload_slos(experiment, &workload.name) else {
+            continue;
+        };
+        let judged: Vec<crate::config::Slo> = experiment
+            .slos
+            .iter()
+            .filter(|s| slos.contains(&s.name))
+            .cloned()
+            .collect();
+        subjects.push(Subject {
+            name: workload.name.clone(),
+            // It only matters for `requests` stops, and drawing it is cheap
+            // next to parsing the file.
+            profile: WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name)),
+            samples: samples_to_judge(&judged, confidence),
+            slos,
+            mix: None,
+        });
+    }
+    for mix in &experiment.mixes {
+        let settings = std::iter::once((mix.weights(), true))
+            .chain(mix.weight_settings.iter().map(|w| (w.clone(), false)));
+        for (weights, declared) in settings {
+            let plan = MixPlan::of(mix, &weights, declared);
+            let name = plan.card_name();
+            let parts: Vec<(WorkloadProfile, f64)> = plan
+                .classes
+                .iter()
+                .filter_map(|c| {
+                    let w = experiment.workload(&c.workload)?;
+                    Some((
+                        WorkloadProfile::of(w, workload_seed(experiment.seed, &c.workload)),
+                        c.share,
+                    ))
+                })
+                .collect();
+            subjects.push(Subject {
+                profile: WorkloadProfile::blend(&parts),
+                samples: mix_samples_to_judge(experiment, &plan, confidence),
+                slos: if experiment.open.is_some() {
+                    vec![name.clone()]
+                } else {
+                    Vec::new()
+                },
+                name,
+                mix: Some(plan),
+            });
+        }
+    }
+    let mut cards = Vec::with_capacity(experiment.targets.len() * subjects.len());
     for target in &experiment.targets {
-        for (workload, profile) in experiment.workloads.iter().zip(&profiles) {
-            cards.push(card_plan(experiment, &target.name, workload, profile));
+        for subject in &subjects {
+            cards.push(card_plan(experiment, &target.name, subject));
         }
     }
     let estimated_wall_time_s = cards.iter().map(|c| c.estimated_wall_time_s).sum();
@@ -194,6 +333,84 @@ pub fn build(experiment: &Experiment) -> Plan {
         cards,
         estimated_wall_time_s,
     }
+}
+
+/// The SLOs a workload's own card is judged on, or `None` when it has no
+/// card of its own: every SLO for a workload that no mix uses; for one a
+/// mix uses, the SLOs of its classes in mixes that say `alone #true`
+/// (none: no card).
+pub fn workload_slos(experiment: &Experiment, workload: &str) -> Option<Vec<String>> {
+    let uses: Vec<(&crate::config::Mix, &crate::config::MixClass)> = experiment
+        .mixes
+        .iter()
+        .flat_map(|m| m.classes.iter().map(move |c| (m, c)))
+        .filter(|(_, c)| c.workload == workload)
+        .collect();
+    if uses.is_empty() {
+        let all = match &experiment.open {
+            Some(_) => experiment.slos.iter().map(|s| s.name.clone()).collect(),
+            None => Vec::new(),
+        };
+        return Some(all);
+    }
+    if !uses.iter().any(|(m, _)| m.alone) {
+        return None;
+    }
+    if experiment.open.is_none() {
+        return Some(Vec::new());
+    }
+    // In the file's SLO order.
+    let named: Vec<&str> = uses
+        .iter()
+        .filter(|(m, _)| m.alone)
+        .filter_map(|(_, c)| c.slo.as_deref())
+        .collect();
+    Some(
+        experiment
+            .slos
+            .iter()
+            .filter(|s| named.contains(&s.name.as_str()))
+            .map(|s| s.name.clone())
+            .collect(),
+    )
+}
+
+/// Tasks an open run of a mix needs for every class's verdict: each
+/// class's [`samples_to_judge`] on its own SLO, divided by its share (a
+/// class with 10% of arrivals needs ten times the run), the largest of
+/// them.
+pub fn mix_samples_to_judge(experiment: &Experiment, mix: &MixPlan, confidence: f64) -> u64 {
+    mix.classes
+        .iter()
+        .filter_map(|c| {
+            let slo = experiment.slo(c.slo.as_deref()?)?;
+            let own = samples_to_judge(std::slice::from_ref(slo), confidence);
+            (c.share > 0.0).then(|| (own as f64 / c.share).ceil() as u64)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The samples an open run of `run`'s card needs (see [`open_stop`]).
+pub fn samples_for_run(experiment: &Experiment, run: &RunPlan) -> u64 {
+    card_samples(experiment, &run.workload, run.mix.as_ref())
+}
+
+/// The samples an open run of the card `card` (a workload's name, or a mix
+/// card's with its `mix`) needs (see [`open_stop`]).
+pub fn card_samples(experiment: &Experiment, card: &str, mix: Option<&MixPlan>) -> u64 {
+    let confidence = experiment.open.as_ref().map_or(0.95, |o| o.confidence.0);
+    if let Some(mix) = mix {
+        return mix_samples_to_judge(experiment, mix, confidence);
+    }
+    let slos = workload_slos(experiment, card).unwrap_or_default();
+    let judged: Vec<crate::config::Slo> = experiment
+        .slos
+        .iter()
+        .filter(|s| slos.contains(&s.name))
+        .cloned()
+        .collect();
+    samples_to_judge(&judged, confidence)
 }
 
 /// Stable id of a run, also its journal file name: `<target>--<workload>--c0008`
@@ -238,7 +455,7 @@ pub fn run_seed(experiment_seed: u64, workload: &str, load: &Load) -> u64 {
 pub fn run_at_rate_of(template: &RunPlan, rate: RatePerS, experiment: &Experiment) -> RunPlan {
     let mut run = run_at_rate(template, rate, experiment.seed);
     if let Some(open) = &experiment.open {
-        run.stop = open_stop(open, rate.0, &experiment.slos);
+        run.stop = open_stop(open, rate.0, samples_for_run(experiment, &run));
     }
     run
 }
@@ -275,17 +492,12 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
 
 /// How an open run at `rate` stops: the declared rule
 /// ([`OpenSpec::stop_at`](crate::config::OpenSpec::stop_at)), lengthened when it would not hold the
-/// [`samples_to_judge`] the SLOs need at that rate — a p90 judged on the
+/// `needed` samples ([`samples_to_judge`], [`mix_samples_to_judge`]) its SLOs need at that rate — a p90 judged on the
 /// 10 calls of 40 s at 0.25 rps can never pass — by up to
 /// [`MAX_SAMPLE_LENGTHENING`], to a whole second. A trace replay lasts
 /// its trace. The count is of tasks (an agent task's calls are more).
-pub fn open_stop(
-    spec: &crate::config::OpenSpec,
-    rate: f64,
-    slos: &[crate::config::Slo],
-) -> StopRule {
+pub fn open_stop(spec: &crate::config::OpenSpec, rate: f64, needed: u64) -> StopRule {
     let declared = spec.stop_at(rate);
-    let needed = samples_to_judge(slos, spec.confidence.0);
     if spec.trace.is_some() || needed == 0 || rate.is_nan() || rate <= 0.0 {
         return declared;
     }
@@ -395,22 +607,19 @@ fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
     mix(experiment_seed, hash_str(workload))
 }
 
-fn card_plan(
-    experiment: &Experiment,
-    target: &str,
-    workload: &Workload,
-    profile: &WorkloadProfile,
-) -> CardPlan {
+fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPlan {
+    let profile = &subject.profile;
     let run = |mode: Mode, load: Load, warmup: Duration, stop: StopRule| RunPlan {
-        id: run_id(target, &workload.name, &load),
+        id: run_id(target, &subject.name, &load),
         target: target.to_string(),
-        workload: workload.name.clone(),
+        workload: subject.name.clone(),
         mode,
         load,
         warmup,
         stop,
-        seed: run_seed(experiment.seed, &workload.name, &load),
+        seed: run_seed(experiment.seed, &subject.name, &load),
         repetition: 1,
+        mix: subject.mix.clone(),
     };
 
     let closed: Vec<RunPlan> = experiment.closed.as_ref().map_or_else(Vec::new, |spec| {
@@ -429,10 +638,7 @@ fn card_plan(
     let closed = repeated(closed, experiment.closed.as_ref().map_or(1, |c| c.repeat));
     let mut estimated_wall_time_s: f64 = closed.iter().map(|r| estimate::run_s(r, profile)).sum();
 
-    let slos: Vec<String> = match &experiment.open {
-        Some(_) => experiment.slos.iter().map(|s| s.name.clone()).collect(),
-        None => Vec::new(),
-    };
+    let slos = subject.slos.clone();
     let open = match &experiment.open {
         None => OpenPlan::None,
         Some(spec) => {
@@ -444,7 +650,7 @@ fn card_plan(
                         arrival: spec.arrival,
                     },
                     spec.warmup,
-                    open_stop(spec, rate.0, &experiment.slos),
+                    open_stop(spec, rate.0, subject.samples),
                 )
             };
             match &spec.rates {
@@ -481,7 +687,7 @@ fn card_plan(
                         frontier_runs,
                         // The declared length: each rate's run is sized
                         // for samples when it is made (run_at_rate_of).
-                        template: run(
+                        template: Box::new(run(
                             Mode::Open,
                             Load::Rate {
                                 rate: *min,
@@ -489,7 +695,7 @@ fn card_plan(
                             },
                             spec.warmup,
                             spec.stop_at(min.0),
-                        ),
+                        )),
                     }
                 }
             }
@@ -498,8 +704,9 @@ fn card_plan(
 
     CardPlan {
         target: target.to_string(),
-        workload: workload.name.clone(),
+        workload: subject.name.clone(),
         slos,
+        mix: subject.mix.clone(),
         closed,
         open,
         estimated_wall_time_s,
@@ -568,7 +775,7 @@ mod tests {
     use super::*;
     use crate::config::{
         Api, ClosedSpec, Conversation, CrossPSpec, Dist, DistKind, KneeSpec, LatencyMetric,
-        OpenSpec, SharedPrefix, SimFaults, Slo, SloClause, Stat, Target, TargetKind,
+        OpenSpec, SharedPrefix, SimFaults, Slo, SloClause, Stat, Target, TargetKind, Workload,
     };
 
     fn target(name: &str) -> Target {
@@ -913,7 +1120,8 @@ mod tests {
         let open = e.open.clone().unwrap();
         // The SLOs' top percentile is a p99: 3 × 368 calls.
         assert_eq!(samples_to_judge(&e.slos, 0.95), 1104);
-        let secs = |rate: f64| match open_stop(&open, rate, &e.slos) {
+        let needed = samples_to_judge(&e.slos, 0.95);
+        let secs = |rate: f64| match open_stop(&open, rate, needed) {
             StopRule::Duration(d) => d.as_secs_f64(),
             other => panic!("{other:?}"),
         };
@@ -937,13 +1145,16 @@ mod tests {
             }],
         }];
         assert_eq!(samples_to_judge(&mean, 0.95), 0);
-        assert_eq!(open_stop(&open, 0.5, &mean), open.stop);
+        assert_eq!(
+            open_stop(&open, 0.5, samples_to_judge(&mean, 0.95)),
+            open.stop
+        );
         // A request count grows the same way.
         let requests = OpenSpec {
             stop: StopRule::Requests(500),
             ..open.clone()
         };
-        assert_eq!(open_stop(&requests, 1.0, &e.slos), StopRule::Requests(1104));
+        assert_eq!(open_stop(&requests, 1.0, needed), StopRule::Requests(1104));
         // The run the runner makes at a rate carries the sized stop; the
         // plan's template keeps the declared one.
         let plan = build(&e);

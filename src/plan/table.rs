@@ -82,6 +82,48 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
         let label_width = widths[0];
+        if let Some(mix) = &card.mix {
+            // A mix is judged class by class: each on its own SLO.
+            let name_width = mix.classes.iter().map(|c| c.name.chars().count()).max();
+            let name_width = name_width.unwrap_or(0);
+            for (i, class) in mix.classes.iter().enumerate() {
+                let label = if i == 0 { "mix" } else { "" };
+                let mut extras = vec![format!("workload {}", class.workload)];
+                if let Some(model) = &class.model {
+                    extras.push(format!("model {model}"));
+                }
+                if let Some(priority) = class.priority {
+                    extras.push(format!("priority {priority}"));
+                }
+                let slo = match class.slo.as_deref() {
+                    Some(name) => format!(
+                        "slo {name}: {}",
+                        experiment
+                            .slo(name)
+                            .map_or_else(|| "(not defined)".to_string(), slo_clauses)
+                    ),
+                    None => "no slo".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {label:label_width$}  {:name_width$}  {:>4}  {}; {slo}",
+                    class.name,
+                    format!("{:.0}%", class.share * 100.0),
+                    extras.join(", ")
+                );
+            }
+            if !card.slos.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  {:label_width$}  Cr_open: every class within its own SLO",
+                    ""
+                );
+            }
+            for (label, text) in data_lines(card, experiment) {
+                let _ = writeln!(out, "  {label:label_width$}  {text}");
+            }
+            continue;
+        }
         if card.slos.is_empty() {
             let reason = if matches!(card.open, OpenPlan::None) {
                 "none (no open runs)"
@@ -109,12 +151,25 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
         open_runs.to_string()
     };
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let subjects = plan.cards.len() / experiment.targets.len().max(1);
+    let mix_cards =
+        plan.cards.iter().filter(|c| c.mix.is_some()).count() / experiment.targets.len().max(1);
+    let subjects = if mix_cards == 0 {
+        plural(subjects, "workload")
+    } else if mix_cards == subjects {
+        plural(subjects, "mix card")
+    } else {
+        format!(
+            "{} + {}",
+            plural(subjects - mix_cards, "workload"),
+            plural(mix_cards, "mix card")
+        )
+    };
     let _ = writeln!(
         out,
-        "\n{} ({} × {}), {closed_runs} closed runs, {open_label} open runs",
+        "\n{} ({} × {subjects}), {closed_runs} closed runs, {open_label} open runs",
         plural(plan.cards.len(), "card"),
         plural(experiment.targets.len(), "target"),
-        plural(experiment.workloads.len(), "workload"),
     );
     let _ = writeln!(
         out,
@@ -258,8 +313,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
 /// Below which rate the search's runs are lengthened for samples
 /// ([`super::open_stop`]), when the range reaches that low.
 fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
-    let open = experiment.open.as_ref()?;
-    let needed = super::samples_to_judge(&experiment.slos, open.confidence.0);
+    let needed = super::samples_for_run(experiment, template);
     let StopRule::Duration(declared) = template.stop else {
         return None;
     };
@@ -279,10 +333,24 @@ fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
 /// The closed sweep's share of the card's estimate (the plan stores one
 /// estimate per card; the split is only for display).
 fn closed_time_s(card: &CardPlan, experiment: &Experiment) -> f64 {
-    let Some(workload) = experiment.workload(&card.workload) else {
-        return 0.0;
+    let profile = match (&card.mix, experiment.workload(&card.workload)) {
+        (Some(mix), _) => WorkloadProfile::blend(
+            &mix.classes
+                .iter()
+                .filter_map(|c| {
+                    let w = experiment.workload(&c.workload)?;
+                    Some((
+                        WorkloadProfile::of(w, workload_seed(experiment.seed, &c.workload)),
+                        c.share,
+                    ))
+                })
+                .collect::<Vec<_>>(),
+        ),
+        (None, Some(workload)) => {
+            WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name))
+        }
+        (None, None) => return 0.0,
     };
-    let profile = WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name));
     card.closed.iter().map(|r| run_s(r, &profile)).sum()
 }
 

@@ -321,6 +321,73 @@ pub struct CardView {
     /// Server-side telemetry; `None` when no run has any (the card then
     /// renders exactly as without telemetry support).
     pub telemetry: Option<TelemetryView>,
+    /// A mix card: its classes, what limits it, and each class at Cr_open
+    /// and at the first failing rate.
+    pub mix: Option<MixView>,
+}
+
+/// A mix card's classes and verdicts.
+#[derive(Debug, Clone, Serialize)]
+pub struct MixView {
+    pub name: String,
+    /// `"80 : 20"`.
+    pub weights: String,
+    /// `false` for a `weights` what-if setting.
+    pub declared: bool,
+    pub classes: Vec<MixClassView>,
+    pub limited_by: Option<LimitedByView>,
+    /// Each class on the run at Cr_open, and on the first failing run.
+    pub at_cr_open: Vec<ClassPointView>,
+    pub at_failure: Vec<ClassPointView>,
+    pub cr_open_rps: Option<f64>,
+    pub failed_at_rps: Option<f64>,
+    /// Each class's closed-loop output tok/s per level: `[(c, [per class])]`.
+    pub closed: Vec<ClassLevelView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MixClassView {
+    pub name: String,
+    pub share: f64,
+    pub workload: String,
+    pub slo: Option<String>,
+    pub model: Option<String>,
+    pub priority: Option<i64>,
+    pub profile: Vec<Labelled>,
+    /// Its own SLO on the mix's runs: the highest total rate it passed.
+    pub cr_open_rps: Option<f64>,
+    /// `"reached"`, `"at_least"`, `"not_reached"`; `None` without an SLO.
+    pub cr_open_status: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitedByView {
+    pub class: String,
+    pub slo: Option<String>,
+    pub clause: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassPointView {
+    pub class: String,
+    pub rate_rps: Option<f64>,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub goodput_rps: Option<f64>,
+    /// `"pass"`, `"fail"`, `"inconclusive"`; `None` without an SLO.
+    pub verdict: Option<String>,
+    pub reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassLevelView {
+    pub concurrency: u32,
+    pub output_tokens_per_s: Vec<f64>,
+    pub requests_per_s: Vec<f64>,
 }
 
 /// Server means of one run, next to the client's view of it.
@@ -582,7 +649,13 @@ fn confidence_pct(card: &Card) -> String {
 /// SLO names for the search table: the card's SLOs in declaration order,
 /// then any other name a run was judged against.
 fn search_slos(card: &Card) -> Vec<String> {
-    let mut names: Vec<String> = card.slos.iter().map(|s| s.name.clone()).collect();
+    // A mix card is judged on its own verdict only (its classes' SLOs are
+    // in the mix's tables).
+    let mut names: Vec<String> = if card.mix.is_some() {
+        Vec::new()
+    } else {
+        card.slos.iter().map(|s| s.name.clone()).collect()
+    };
     for run in &card.open {
         for name in run
             .verdicts
@@ -705,12 +778,16 @@ const UNEXPLAINED_HIT_RATE: f64 = 0.02;
 /// prompt is new and a hit means the server had seen it (an earlier run with
 /// the same nonce, or other traffic): their latencies are optimistic.
 fn unexplained_cache_hits(card: &Card) -> Vec<CacheHitRun> {
-    let w = &card.workload_profile;
-    let declares_reuse = w.shared_prefix.is_some()
-        || w.conversation.is_some()
-        || w.agent.is_some()
-        || w.dataset.is_some()
-        || card.arrival.as_deref() == Some("trace");
+    let reuses = |w: &crate::config::Workload| {
+        w.shared_prefix.is_some()
+            || w.conversation.is_some()
+            || w.agent.is_some()
+            || w.dataset.is_some()
+    };
+    let declares_reuse = match &card.mix {
+        Some(mix) => mix.workloads.iter().any(reuses),
+        None => reuses(&card.workload_profile),
+    } || card.arrival.as_deref() == Some("trace");
     if declares_reuse {
         return Vec::new();
     }
@@ -838,7 +915,19 @@ fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
 
 /// Builds the template view of one card.
 pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
-    let (arrival_unit, rate_unit, call_rate_unit) = arrival_unit_words(&card.workload_profile);
+    let (arrival_unit, rate_unit, call_rate_unit) = match &card.mix {
+        // Classes of one kind of arrival keep its words; a mix of kinds
+        // (requests beside conversations) counts tasks.
+        Some(mix)
+            if mix
+                .workloads
+                .iter()
+                .any(|w| w.unit() != card.workload_profile.unit()) =>
+        {
+            ("task", "tasks/s", "calls/s")
+        }
+        _ => arrival_unit_words(&card.workload_profile),
+    };
     let modes = ModeTags {
         closed: "closed loop".to_string(),
         open: match &card.arrival {
@@ -952,7 +1041,101 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         invalid: invalid_runs(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,
+        mix: mix_view(card),
     }
+}
+
+fn class_points(run: Option<&RunSummary>) -> Vec<ClassPointView> {
+    run.map_or_else(Vec::new, |run| {
+        run.classes
+            .iter()
+            .map(|c| ClassPointView {
+                class: c.class.clone(),
+                rate_rps: c.rate_rps,
+                requests_per_s: c.requests_per_s,
+                output_tokens_per_s: c.output_tokens_per_s,
+                ttft_p50_ms: stat(&c.ttft_ms, |l| l.p50),
+                ttft_p99_ms: stat(&c.ttft_ms, |l| l.p99),
+                tpot_p50_ms: stat(&c.tpot_ms, |l| l.p50),
+                e2e_p99_ms: stat(c.task_e2e_ms.as_ref().unwrap_or(&c.e2e_ms), |l| l.p99),
+                goodput_rps: c.goodput_rps,
+                verdict: c.verdict.as_ref().map(|v| v.verdict.as_str().to_string()),
+                reasons: c
+                    .verdict
+                    .as_ref()
+                    .map(|v| v.reasons.clone())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    })
+}
+
+fn mix_view(card: &Card) -> Option<MixView> {
+    let mix = card.mix.as_ref()?;
+    let plan = &mix.plan;
+    let cr = card.cr_open.first();
+    let classes = plan
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let own = mix.class_cr_open.iter().find(|o| o.slo == c.name);
+            MixClassView {
+                name: c.name.clone(),
+                share: c.share,
+                workload: c.workload.clone(),
+                slo: c.slo.clone(),
+                model: c.model.clone(),
+                priority: c.priority,
+                profile: mix
+                    .workloads
+                    .iter()
+                    .find(|w| w.name == c.workload)
+                    .or(mix.workloads.get(i))
+                    .map(|w| {
+                        profile_lines(w)
+                            .into_iter()
+                            .map(|(label, text)| Labelled { label, text })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                cr_open_rps: own.and_then(|o| o.rps),
+                cr_open_status: own.map(|o| cr_open_status(o).to_string()),
+            }
+        })
+        .collect();
+    let closed = sorted_closed(card)
+        .into_iter()
+        .filter(|r| r.repetition.0 <= 1)
+        .map(|r| ClassLevelView {
+            concurrency: r.concurrency.unwrap_or(0),
+            output_tokens_per_s: r.classes.iter().map(|c| c.output_tokens_per_s).collect(),
+            requests_per_s: r.classes.iter().map(|c| c.requests_per_s).collect(),
+        })
+        .collect();
+    Some(MixView {
+        name: plan.mix.clone(),
+        weights: plan
+            .weights
+            .iter()
+            .map(|w| plain(*w))
+            .collect::<Vec<_>>()
+            .join(" : "),
+        declared: plan.declared,
+        classes,
+        limited_by: cr
+            .and_then(|c| c.limited_by.as_ref())
+            .map(|l| LimitedByView {
+                class: l.class.clone(),
+                slo: l.slo.clone(),
+                clause: l.clause.clone(),
+            }),
+        at_cr_open: class_points(cr.and_then(|c| find_run(card, c.run_id.as_deref()))),
+        at_failure: class_points(cr.and_then(|c| find_run(card, c.failed_run_id.as_deref()))),
+        cr_open_rps: cr.and_then(|c| c.rps),
+        failed_at_rps: cr.and_then(|c| c.failed_at_rps),
+        closed,
+    })
 }
 
 // ---------------------------------------------------------------- summary
@@ -990,8 +1173,117 @@ pub struct SummaryView {
     pub finished_at: Option<String>,
     /// Column keys: every SLO with a Cr_open, every sizing target, in first-seen order.
     pub slos: Vec<String>,
+    /// The header of each `slos` column: ``Cr_open `interactive` ``, or for
+    /// mix cards `Cr_open, every class within its SLO`.
+    pub slo_labels: Vec<String>,
     pub sizing_targets: Vec<String>,
     pub rows: Vec<SummaryRow>,
+    /// Per mix and target: Cr_open at each weight setting.
+    pub mixes: Vec<MixWhatIf>,
+}
+
+/// How Cr_open moves with a mix's weights, on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct MixWhatIf {
+    pub mix: String,
+    pub target: String,
+    pub classes: Vec<String>,
+    /// The class with the most planned tokens per task, whose share the
+    /// rows are ordered by.
+    pub heavy: String,
+    pub heavy_tokens_per_task: f64,
+    pub rate_unit: String,
+    pub rows: Vec<MixWhatIfRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MixWhatIfRow {
+    pub weights: String,
+    pub declared: bool,
+    /// Shares, in class order.
+    pub shares: Vec<f64>,
+    pub cr_open: SummaryCell,
+    pub limited_by: Option<LimitedByView>,
+    pub file_name: String,
+}
+
+/// The summary column a mix card's Cr_open goes in: one for every mix.
+const MIX_COLUMN: &str = "mix: every class within its SLO";
+
+/// The per-mix what-if tables of the summary.
+fn mix_what_ifs(report: &CapacityReport) -> Vec<MixWhatIf> {
+    let mut out: Vec<MixWhatIf> = Vec::new();
+    for card in &report.cards {
+        let Some(mix) = &card.mix else { continue };
+        let plan = &mix.plan;
+        let entry = match out
+            .iter_mut()
+            .position(|m| m.mix == plan.mix && m.target == card.target)
+        {
+            Some(i) => &mut out[i],
+            None => {
+                let heaviest = plan
+                    .classes
+                    .iter()
+                    .filter_map(|c| {
+                        let w = mix.workloads.iter().find(|w| w.name == c.workload)?;
+                        let tokens = crate::plan::WorkloadProfile::of(w, 0).tokens_per_task();
+                        Some((c.name.clone(), tokens))
+                    })
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .unwrap_or_default();
+                let view = card_view(report, card);
+                out.push(MixWhatIf {
+                    mix: plan.mix.clone(),
+                    target: card.target.clone(),
+                    classes: plan.classes.iter().map(|c| c.name.clone()).collect(),
+                    heavy: heaviest.0,
+                    heavy_tokens_per_task: heaviest.1,
+                    rate_unit: view.conditions.rate_unit,
+                    rows: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        let cr = card.cr_open.first();
+        entry.rows.push(MixWhatIfRow {
+            weights: plan
+                .weights
+                .iter()
+                .map(|w| plain(*w))
+                .collect::<Vec<_>>()
+                .join(" : "),
+            declared: plan.declared,
+            shares: plan.classes.iter().map(|c| c.share).collect(),
+            cr_open: SummaryCell {
+                key: MIX_COLUMN.to_string(),
+                status: cr.map_or("absent", cr_open_status).to_string(),
+                value: cr.and_then(|c| c.rps),
+            },
+            limited_by: cr
+                .and_then(|c| c.limited_by.as_ref())
+                .map(|l| LimitedByView {
+                    class: l.class.clone(),
+                    slo: l.slo.clone(),
+                    clause: l.clause.clone(),
+                }),
+            file_name: super::card_file_name(card),
+        });
+    }
+    for entry in &mut out {
+        let heavy = entry
+            .classes
+            .iter()
+            .position(|c| *c == entry.heavy)
+            .unwrap_or(0);
+        entry.rows.sort_by(|a, b| {
+            let share = |r: &MixWhatIfRow| r.shares.get(heavy).copied().unwrap_or(0.0);
+            share(a).total_cmp(&share(b))
+        });
+    }
+    // A table needs two settings to show a move.
+    out.retain(|m| m.rows.len() > 1);
+    out
 }
 
 fn push_unique(list: &mut Vec<String>, item: &str) {
@@ -1003,9 +1295,17 @@ fn push_unique(list: &mut Vec<String>, item: &str) {
 pub fn summary_view(report: &CapacityReport) -> SummaryView {
     let mut slos = Vec::new();
     let mut sizing_targets = Vec::new();
+    // A mix card's Cr_open is named after the card; they share one column.
+    let column = |card: &Card, slo: &str| -> String {
+        if card.mix.is_some() {
+            MIX_COLUMN.to_string()
+        } else {
+            slo.to_string()
+        }
+    };
     for card in &report.cards {
         for cr in &card.cr_open {
-            push_unique(&mut slos, &cr.slo);
+            push_unique(&mut slos, &column(card, &cr.slo));
         }
         for row in &card.sizing {
             push_unique(&mut sizing_targets, &row.target);
@@ -1018,18 +1318,20 @@ pub fn summary_view(report: &CapacityReport) -> SummaryView {
             let view = card_view(report, card);
             let cr_open = slos
                 .iter()
-                .map(|slo| match card.cr_open.iter().find(|c| &c.slo == slo) {
-                    Some(cr) => SummaryCell {
-                        key: slo.clone(),
-                        status: cr_open_status(cr).to_string(),
-                        value: cr.rps,
+                .map(
+                    |slo| match card.cr_open.iter().find(|c| &column(card, &c.slo) == slo) {
+                        Some(cr) => SummaryCell {
+                            key: slo.clone(),
+                            status: cr_open_status(cr).to_string(),
+                            value: cr.rps,
+                        },
+                        None => SummaryCell {
+                            key: slo.clone(),
+                            status: "absent".to_string(),
+                            value: None,
+                        },
                     },
-                    None => SummaryCell {
-                        key: slo.clone(),
-                        status: "absent".to_string(),
-                        value: None,
-                    },
-                })
+                )
                 .collect();
             let replicas = sizing_targets
                 .iter()
@@ -1072,9 +1374,20 @@ pub fn summary_view(report: &CapacityReport) -> SummaryView {
         status: report.status.clone(),
         started_at: report.started_at.clone(),
         finished_at: report.finished_at.clone(),
+        slo_labels: slos
+            .iter()
+            .map(|s| {
+                if s == MIX_COLUMN {
+                    "Cr_open of the mix, every class within its own SLO".to_string()
+                } else {
+                    format!("Cr_open `{s}`")
+                }
+            })
+            .collect(),
         slos,
         sizing_targets,
         rows,
+        mixes: mix_what_ifs(report),
     }
 }
 
@@ -1132,6 +1445,7 @@ mod tests {
             notes: vec![],
             telemetry_notes: vec![],
             limits: BTreeMap::new(),
+            mix: None,
         }
     }
 
@@ -1284,6 +1598,7 @@ mod tests {
             run_id: None,
             failed_run_id: None,
             failed_clauses: vec!["TTFT p99".into()],
+            limited_by: None,
         }];
         let view = card_view(&report_with(card.clone()), &card);
         assert_eq!(

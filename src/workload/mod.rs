@@ -10,6 +10,7 @@
 //! rendered to text or token ids by [`prompt`] outside the timing path.
 
 pub mod arrival;
+pub mod classes;
 pub mod dataset;
 pub mod dist;
 pub mod prompt;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use arrival::arrival_times;
+pub use classes::{ClassedGenerator, TaskClass};
 pub use dist::sample;
 pub use task::TaskGenerator;
 
@@ -111,6 +113,8 @@ pub struct AgentStep {
 pub struct Task {
     pub index: u64,
     pub spec: TaskSpec,
+    /// The mix class the task was drawn for; `None` outside a mix.
+    pub class: Option<Arc<TaskClass>>,
 }
 
 impl TaskSpec {

@@ -128,7 +128,11 @@ impl TaskGenerator {
         ) {
             let record = order[(index % order.len() as u64) as usize] as usize;
             let spec = draw.record(&data.entries[record], prefix);
-            return Task { index, spec };
+            return Task {
+                index,
+                spec,
+                class: None,
+            };
         }
         let spec = if let Some(agent) = &self.workload.agent {
             draw.agent(agent, prefix)
@@ -137,7 +141,11 @@ impl TaskGenerator {
         } else {
             draw.single(prefix)
         };
-        Task { index, spec }
+        Task {
+            index,
+            spec,
+            class: None,
+        }
     }
 }
 

@@ -280,6 +280,7 @@ impl Trace {
                 input_tokens: row.input_tokens,
                 output_tokens: row.output_tokens,
             }),
+            class: None,
         }
     }
 }

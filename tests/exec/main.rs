@@ -99,7 +99,11 @@ impl RequestSource for TestSource {
                     .collect(),
             },
         };
-        Task { index, spec }
+        Task {
+            index,
+            spec,
+            class: None,
+        }
     }
 
     fn render(&self, _call: &CallSpec) -> Prompt {
@@ -131,6 +135,7 @@ fn closed(concurrency: u32, warmup_ms: u64, stop: StopRule) -> RunPlan {
         stop,
         seed: 7,
         repetition: 1,
+        mix: None,
     }
 }
 
@@ -148,6 +153,7 @@ fn open(rate: f64, warmup_ms: u64, stop: StopRule) -> RunPlan {
         stop,
         seed: 7,
         repetition: 1,
+        mix: None,
     }
 }
 

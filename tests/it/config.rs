@@ -669,3 +669,392 @@ closed { concurrency 1 2 4; duration "5s" }
 "#
     ));
 }
+
+// ------------------------------------------------------------------ mixes
+
+/// Three workloads and their SLOs, for mix cases (closed only: classes may
+/// leave `slo=` out unless a case adds `open` or a sizing target).
+const MIX_BASE: &str = r#"
+target "sim" { sim tiny }
+workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
+workload "rag" { input-tokens fixed 2000; output-tokens fixed 200 }
+workload "batch" { input-tokens fixed 900; output-tokens fixed 400 }
+slo "interactive" { ttft p99="1s" }
+slo "rag" { ttft p99="2s" }
+slo "batch" { e2e p95="120s" }
+closed { concurrency 1 2 4; duration "5s" }
+"#;
+
+fn with_mix_base(extra: &str) -> String {
+    format!("{MIX_BASE}{extra}")
+}
+
+#[test]
+fn mix_example_decodes_to_the_expected_model() {
+    use capcard::config::{MixClass, RatePerS, SizingTarget};
+    let path = Path::new("tests/it/config_cases/mix_example.kdl");
+    let experiment = config::load(path).unwrap_or_else(|err| panic!("{}", render(&err)));
+    config::validate(&experiment).unwrap_or_else(|err| panic!("{}", render(&err)));
+    assert_eq!(experiment.mixes.len(), 2);
+    let mix = experiment.mix("production").expect("the mix is decoded");
+    let class = |name: &str, workload: &str, slo: &str, weight: f64| MixClass {
+        name: name.into(),
+        span: None,
+        workload: workload.into(),
+        slo: Some(slo.into()),
+        weight,
+        model: None,
+        priority: None,
+    };
+    let without_span = |c: &MixClass| MixClass {
+        span: None,
+        ..c.clone()
+    };
+    assert_eq!(
+        mix.classes.iter().map(without_span).collect::<Vec<_>>(),
+        vec![
+            class("chat", "chat", "interactive", 70.0),
+            MixClass {
+                model: Some("rag-lora".into()),
+                priority: Some(0),
+                ..class("rag", "rag", "rag", 20.0)
+            },
+            MixClass {
+                priority: Some(-2),
+                ..class("batch", "batch", "batch", 10.0)
+            },
+        ]
+    );
+    assert_eq!(mix.weights(), [70.0, 20.0, 10.0]);
+    assert_eq!(
+        mix.weight_settings,
+        [vec![60.0, 20.0, 20.0], vec![50.0, 20.0, 30.5]]
+    );
+    assert!(mix.alone);
+    let quiet = experiment.mix("quiet").unwrap();
+    assert_eq!(
+        quiet.classes.iter().map(without_span).collect::<Vec<_>>(),
+        [class("chat", "chat", "interactive", 1.0)],
+        "bare identifiers name workloads and SLOs too"
+    );
+    assert!(quiet.weight_settings.is_empty() && !quiet.alone);
+
+    // The class's workload kept its dataset.
+    let rag = experiment.workload("rag").unwrap();
+    assert!(rag.dataset.as_ref().is_some_and(|d| d.data.is_some()));
+
+    let sizing = experiment.sizing.as_ref().unwrap();
+    assert_eq!(
+        sizing.targets,
+        [
+            SizingTarget::MixRps {
+                rps: RatePerS(150.0),
+                mix: "production".into()
+            },
+            SizingTarget::Rps {
+                rps: RatePerS(20.0),
+                slo: "interactive".into()
+            },
+        ]
+    );
+    assert_eq!(sizing.targets[0].label(), "rps=150 mix=production");
+
+    // Spans point at the names in the file.
+    let source = std::fs::read_to_string(path).unwrap();
+    let text = |span: Option<miette::SourceSpan>| {
+        let span = span.expect("parsed items have spans");
+        source[span.offset()..span.offset() + span.len()].to_string()
+    };
+    assert_eq!(text(mix.span), "\"production\"");
+    assert_eq!(text(mix.classes[1].span), "\"rag\"");
+
+    assert_eq!(
+        config::summary_line(path, &experiment),
+        "tests/it/config_cases/mix_example.kdl: ok — experiment \"production-mix\": 1 target, \
+         3 workloads, 3 SLOs, 2 mixes, closed 4 levels, open search 0.5..16 rps, sizing 2 targets"
+    );
+}
+
+#[test]
+fn mix_class_weight_zero() {
+    insta::assert_snapshot!(errors(
+        "mix-weight.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "batch" workload="batch" slo="batch" weight=0
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_class_weight_negative() {
+    insta::assert_snapshot!(errors(
+        "mix-weight.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "batch" workload="batch" slo="batch" weight=-10
+    weights 50 -1
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_class_unknown_workload() {
+    insta::assert_snapshot!(errors(
+        "mix-workload.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chta" slo="interactive" weight=70
+    class "other" workload="summaries" weight=30
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_class_unknown_slo_suggests_the_near_name() {
+    insta::assert_snapshot!(errors(
+        "mix-slo.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactiv" weight=70
+    class "rag" workload="rag" slo="rag" weight=30
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_class_without_slo_beside_open() {
+    insta::assert_snapshot!(errors(
+        "mix-open.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "batch" workload="batch" weight=30
+}
+open { search min=1 max=16; duration "30s" }
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_weights_line_of_the_wrong_length() {
+    insta::assert_snapshot!(errors(
+        "mix-weights.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "rag" workload="rag" slo="rag" weight=20
+    class "batch" workload="batch" slo="batch" weight=10
+    weights 60 40
+    weights 50 20 30
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_duplicate_class() {
+    insta::assert_snapshot!(errors(
+        "mix-dupes.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "chat" workload="rag" slo="rag" weight=30
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_named_like_a_workload_or_another_mix() {
+    insta::assert_snapshot!(errors(
+        "mix-names.kdl",
+        &with_mix_base(
+            r#"mix "chat" {
+    class "chat" workload="chat" weight=1
+}
+mix "both" { class "chat" workload="chat" weight=1 }
+mix "both" { class "rag" workload="rag" weight=1 }
+"#
+        )
+    ));
+}
+
+#[test]
+fn sizing_naming_a_missing_mix() {
+    insta::assert_snapshot!(errors(
+        "mix-sizing.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "rag" workload="rag" slo="rag" weight=30
+}
+sizing { target rps=150 mix="prodution" }
+"#
+        )
+    ));
+}
+
+#[test]
+fn sizing_with_both_slo_and_mix() {
+    insta::assert_snapshot!(errors(
+        "mix-sizing.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+}
+sizing {
+    target rps=150 slo=interactive mix=production
+    target output-tokens-per-s=50000 mix=production
+}
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_beside_a_trace_or_the_frontier() {
+    insta::assert_snapshot!(errors(
+        "mix-trace.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "rag" workload="rag" slo="rag" weight=30
+}
+open { arrival trace "data/trace.jsonl"; frontier 0.5 2; search min=1 max=8 }
+"#
+        )
+    ));
+}
+
+#[test]
+fn mix_shape_mistakes() {
+    insta::assert_snapshot!(errors(
+        "mix-shapes.kdl",
+        &with_mix_base(
+            r#"mix "empty" { alone #true }
+mix "parts" {
+    class "a" slo="interactive"
+    class "b" workload="chat" weight=1 model="" priority="high"
+    weights 1 x
+    alone
+}
+mix { class "c" workload="chat" weight=1 }
+"#
+        )
+    ));
+}
+
+#[test]
+fn a_sized_mix_needs_every_class_slo_without_open() {
+    insta::assert_snapshot!(errors(
+        "mix-sized.kdl",
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" slo="interactive" weight=70
+    class "batch" workload="batch" weight=30
+}
+sizing { target rps=150 mix=production }
+"#
+        )
+    ));
+}
+
+#[test]
+fn a_closed_only_mix_may_leave_slos_out() {
+    let experiment = config::parse(
+        &with_mix_base(
+            r#"mix "production" {
+    class "chat" workload="chat" weight=70
+    class "batch" workload="batch" weight=30
+}
+sizing { target rps=150 slo=interactive }
+"#,
+        ),
+        Path::new("closed-mix.kdl"),
+    )
+    .unwrap_or_else(|err| panic!("{}", render(&err)));
+    assert!(experiment.mixes[0].classes.iter().all(|c| c.slo.is_none()));
+    config::validate(&experiment).unwrap_or_else(|err| panic!("{}", render(&err)));
+}
+
+#[test]
+fn validate_checks_mixes_of_experiments_built_in_code() {
+    use capcard::config::{Mix, MixClass, RatePerS, SizingSpec, SizingTarget};
+    let source = with_mix_base(r#"open { search min=1 max=8; duration "10s"; frontier 0.5 }"#);
+    let mut experiment = config::parse(&source, Path::new("mix.kdl")).unwrap();
+    let class = |name: &str, workload: &str, slo: Option<&str>, weight: f64| MixClass {
+        name: name.into(),
+        span: None,
+        workload: workload.into(),
+        slo: slo.map(Into::into),
+        weight,
+        model: None,
+        priority: None,
+    };
+    experiment.mixes = vec![
+        Mix {
+            name: "chat".into(),
+            span: None,
+            classes: vec![
+                class("a", "chta", Some("interactive"), 1.0),
+                class("a", "rag", None, 0.0),
+                MixClass {
+                    model: Some(" ".into()),
+                    ..class("c", "batch", Some("bacth"), f64::NAN)
+                },
+            ],
+            weight_settings: vec![vec![1.0, 2.0]],
+            alone: false,
+        },
+        Mix {
+            name: "empty".into(),
+            span: None,
+            classes: vec![],
+            weight_settings: vec![],
+            alone: true,
+        },
+    ];
+    experiment.sizing = Some(SizingSpec {
+        targets: vec![SizingTarget::MixRps {
+            rps: RatePerS(0.0),
+            mix: "chat-mix".into(),
+        }],
+        headroom: config::Fraction(0.3),
+        spares: 0,
+    });
+    let err = config::validate(&experiment).unwrap_err();
+    let messages: Vec<&str> = err.diagnostics().iter().map(|d| d.message()).collect();
+    assert_eq!(
+        messages,
+        [
+            "mix `chat`: mix `chat` has the same name as a workload",
+            "mix `chat`: mix `chat` cannot be measured with `frontier` in `open`: the SLO frontier is not supported for mixes yet",
+            "mix `chat`, class `a`: there is no workload named `chta`",
+            "mix `chat`, class `a`: there is more than one class named `a`",
+            "mix `chat`, class `a`: a class's weight must be > 0, got 0",
+            "mix `chat`, class `a`: class `a` has no `slo=`: Cr_open of a mix needs every class's own SLO",
+            "mix `chat`, class `c`: there is no SLO named `bacth`",
+            "mix `chat`, class `c`: a class's weight must be > 0, got NaN",
+            "mix `chat`, class `c`: a class's `model` must not be empty",
+            "mix `chat`, weights #1: `weights` gives 2 weights but the mix has 3 classes",
+            "mix `empty`: mix `empty` has no `class`",
+            "mix `empty`: mix `empty` cannot be measured with `frontier` in `open`: the SLO frontier is not supported for mixes yet",
+            "sizing, target: `rps` must be greater than 0, got 0",
+            "sizing, target: there is no mix named `chat-mix`",
+        ]
+    );
+}

@@ -342,6 +342,7 @@ async fn replay_on_sim(trace: Trace) -> String {
         stop: StopRule::Duration(Duration::from_secs(30)),
         seed: 9,
         repetition: 1,
+        mix: None,
     };
     let workload = config::Workload {
         name: "w".into(),

@@ -213,6 +213,7 @@ fn record(task: u64, scheduled_ms: f64, wait_ms: f64, service_ms: f64) -> Reques
         error_detail: None,
         http_status: Some(200),
         reconnects: 0,
+        class: None,
     }
 }
 

@@ -9,6 +9,7 @@ mod diff;
 mod e2e;
 mod engines;
 mod erlang_c;
+mod mix;
 mod profile;
 mod report;
 mod sim;

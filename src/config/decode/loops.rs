@@ -40,7 +40,7 @@ const METRICS: &[&str] = &["ttft", "itl", "tpot", "e2e", "task-e2e"];
 const ARRIVALS: &[&str] = &["constant", "poisson", "gamma", "trace"];
 
 /// `arrival trace "file"`: the first argument is the word `trace`.
-fn is_trace(node: &KdlNode) -> bool {
+pub(super) fn is_trace(node: &KdlNode) -> bool {
     node.entries()
         .iter()
         .find(|e| e.name().is_none())

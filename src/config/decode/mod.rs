@@ -9,12 +9,14 @@
 //!
 //! One file per block of the language, each reading like its part of the
 //! spec: [`target`], [`workload`], [`dist`] (distributions), [`slo`],
-//! [`loops`] (`closed` and `open`) and [`sizing`]; [`values`] reads one
-//! entry's value. This file holds the entry point, the document-level
-//! dispatch and file-wide checks, and the shape helpers every block shares.
+//! [`mix`] (request classes served together), [`loops`] (`closed` and
+//! `open`) and [`sizing`]; [`values`] reads one entry's value. This file
+//! holds the entry point, the document-level dispatch and file-wide checks,
+//! and the shape helpers every block shares.
 
 mod dist;
 mod loops;
+mod mix;
 mod sizing;
 mod slo;
 mod target;
@@ -36,6 +38,7 @@ const TOP_LEVEL: &[&str] = &[
     "target",
     "workload",
     "slo",
+    "mix",
     "closed",
     "open",
     "sizing",
@@ -84,6 +87,15 @@ pub(crate) fn parse_error(err: &kdl::KdlError, source: &Source) -> Vec<ConfigDia
         .collect()
 }
 
+/// The names of the file's workloads, SLOs and mixes (each once, in file
+/// order), read before the blocks so references may point forward.
+#[derive(Default)]
+struct Names {
+    workloads: Vec<String>,
+    slos: Vec<String>,
+    mixes: Vec<String>,
+}
+
 /// Walks one document; each block file adds the methods for its block.
 struct Decoder {
     source: Source,
@@ -98,7 +110,8 @@ impl Decoder {
     fn document(&mut self, doc: &KdlDocument, path: &Path) -> Option<Experiment> {
         self.reject_annotations(doc);
         let nodes = doc.nodes();
-        let slo_names = self.check_duplicate_names(nodes);
+        let names = self.check_duplicate_names(nodes);
+        let mix_scope = mix::MixScope::of(nodes, &names);
 
         let mut once = Once::default();
         let mut header: Option<(Option<String>, Option<String>, u64)> = None;
@@ -106,6 +119,7 @@ impl Decoder {
         let mut targets = Vec::new();
         let mut workloads = Vec::new();
         let mut slos = Vec::new();
+        let mut mixes = Vec::new();
         let mut closed = None;
         let mut open = None;
         let mut sizing = None;
@@ -140,6 +154,10 @@ impl Decoder {
                     Some(s) => slos.push(s),
                     None => broken = true,
                 },
+                "mix" => match self.mix(node, &mix_scope) {
+                    Some(m) => mixes.push(m),
+                    None => broken = true,
+                },
                 "closed" => {
                     if self.once(&mut once, node) {
                         closed = self.closed(node);
@@ -154,7 +172,7 @@ impl Decoder {
                 }
                 "sizing" => {
                     if self.once(&mut once, node) {
-                        sizing = self.sizing(node, &slo_names);
+                        sizing = self.sizing(node, &names);
                         broken |= sizing.is_none();
                     }
                 }
@@ -213,7 +231,7 @@ impl Decoder {
             targets,
             workloads,
             slos,
-            mixes: Vec::new(),
+            mixes,
             closed,
             open,
             sizing,
@@ -221,14 +239,16 @@ impl Decoder {
         })
     }
 
-    /// Reports second definitions of a target/workload/slo name, pointing at
-    /// both; returns the SLO names (for `sizing`'s references).
-    fn check_duplicate_names(&mut self, nodes: &[KdlNode]) -> Vec<String> {
+    /// Reports second definitions of a target/workload/slo/mix name, and a
+    /// mix named like a workload, pointing at both; returns the names (for
+    /// references from mixes and `sizing`).
+    fn check_duplicate_names(&mut self, nodes: &[KdlNode]) -> Names {
         let mut first: HashMap<(&str, &str), SourceSpan> = HashMap::new();
-        let mut slo_names = Vec::new();
+        let mut names = Names::default();
+        let mut mix_names: Vec<(&str, SourceSpan)> = Vec::new();
         for node in nodes {
             let kind = node.name().value();
-            if !matches!(kind, "target" | "workload" | "slo") {
+            if !matches!(kind, "target" | "workload" | "slo" | "mix") {
                 continue;
             }
             let Some(entry) = node.entries().iter().find(|e| e.name().is_none()) else {
@@ -237,8 +257,14 @@ impl Decoder {
             let Some(name) = entry.value().as_string() else {
                 continue;
             };
-            if kind == "slo" && !slo_names.iter().any(|n| n == name) {
-                slo_names.push(name.to_string());
+            let list = match kind {
+                "workload" => Some(&mut names.workloads),
+                "slo" => Some(&mut names.slos),
+                "mix" => Some(&mut names.mixes),
+                _ => None,
+            };
+            if let Some(list) = list.filter(|l| !l.iter().any(|n| n == name)) {
+                list.push(name.to_string());
             }
             match first.get(&(kind, name)) {
                 Some(first_span) => {
@@ -254,10 +280,27 @@ impl Decoder {
                 }
                 None => {
                     first.insert((kind, name), entry.span());
+                    if kind == "mix" {
+                        mix_names.push((name, entry.span()));
+                    }
                 }
             }
         }
-        slo_names
+        // Wherever the workload is in the file, the mix is the one to rename.
+        for (name, span) in mix_names {
+            if let Some(workload_span) = first.get(&("workload", name)).copied() {
+                let issue = rules::mix_named_like_a_workload(name);
+                self.error_with_first(
+                    span,
+                    "mix named here",
+                    workload_span,
+                    "workload of the same name",
+                    issue.message,
+                    issue.help.unwrap_or_default(),
+                );
+            }
+        }
+        names
     }
 
     fn experiment_header(

@@ -1,9 +1,10 @@
 //! The `sizing` block: the load to size a fleet for (requests/s under an
-//! SLO, or output tokens/s), with headroom and spares.
+//! SLO, requests/s of a mix with every class under its own SLO, or output
+//! tokens/s), with headroom and spares.
 
 use kdl::KdlNode;
 
-use super::{Decoder, Once, children, span_of_name, value_span};
+use super::{Decoder, Names, Once, children, span_of_name, value_span};
 use crate::config::diag::backticked;
 use crate::config::model::{Fraction, RatePerS, SizingSpec, SizingTarget};
 use crate::config::validate::{self as rules, At};
@@ -11,7 +12,7 @@ use crate::config::validate::{self as rules, At};
 const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
 
 impl Decoder {
-    pub(super) fn sizing(&mut self, node: &KdlNode, slo_names: &[String]) -> Option<SizingSpec> {
+    pub(super) fn sizing(&mut self, node: &KdlNode, names: &Names) -> Option<SizingSpec> {
         self.entries(
             node,
             0,
@@ -30,9 +31,7 @@ impl Decoder {
                 continue;
             }
             let done = match child_name {
-                "target" => self
-                    .sizing_target(child, slo_names)
-                    .map(|t| targets.push(t)),
+                "target" => self.sizing_target(child, names).map(|t| targets.push(t)),
                 "headroom" => self
                     .single(child, "headroom \"30%\"")
                     .and_then(|e| self.fraction(e, "headroom"))
@@ -67,14 +66,55 @@ impl Decoder {
         })
     }
 
-    fn sizing_target(&mut self, node: &KdlNode, slo_names: &[String]) -> Option<SizingTarget> {
-        let usage = "target rps=150 slo=interactive   // or: target output-tokens-per-s=500000";
+    fn sizing_target(&mut self, node: &KdlNode, names: &Names) -> Option<SizingTarget> {
+        let usage = "target rps=150 slo=interactive   // or: target rps=150 mix=production, target output-tokens-per-s=500000";
         self.no_children(node, usage);
-        let entries = self.entries(node, 0, &["rps", "slo", "output-tokens-per-s"], usage);
+        let entries = self.entries(
+            node,
+            0,
+            &["rps", "slo", "mix", "output-tokens-per-s"],
+            usage,
+        );
         match (entries.prop("rps"), entries.prop("output-tokens-per-s")) {
             (Some(rps_entry), None) => {
+                if let (Some(slo_entry), Some(mix_entry)) =
+                    (entries.prop("slo"), entries.prop("mix"))
+                {
+                    self.error_with_first(
+                        mix_entry.span(),
+                        "one or the other",
+                        slo_entry.span(),
+                        "given here",
+                        "a sizing `target` takes `slo=` or `mix=`, not both",
+                        "`mix=` sizes with the mix's Cr_open, where every class is held to its own class's SLO; remove `slo=`, or remove `mix=` to size with that SLO's Cr_open".to_string(),
+                    );
+                    return None;
+                }
                 let rps = self.number(rps_entry, "rps", usage);
-                let known: Vec<&str> = slo_names.iter().map(String::as_str).collect();
+                if let Some(mix_entry) = entries.prop("mix") {
+                    let known: Vec<&str> = names.mixes.iter().map(String::as_str).collect();
+                    let mix = self.string(mix_entry, "mix", usage).filter(|name| {
+                        known.contains(&name.as_str()) || {
+                            let issue = rules::unknown_mix_issue(name, &known);
+                            self.error(
+                                value_span(mix_entry),
+                                "no such mix",
+                                issue.message,
+                                issue.help,
+                            );
+                            false
+                        }
+                    });
+                    let rps = RatePerS(rps?);
+                    let mix = mix?;
+                    return self
+                        .issues(
+                            node,
+                            rules::check_positive(At::Prop("rps".into()), "`rps`", rps.0),
+                        )
+                        .then_some(SizingTarget::MixRps { rps, mix });
+                }
+                let known: Vec<&str> = names.slos.iter().map(String::as_str).collect();
                 let slo = match entries.prop("slo") {
                     Some(entry) => self.string(entry, "slo", usage).filter(|name| {
                         known.contains(&name.as_str()) || {
@@ -85,12 +125,19 @@ impl Decoder {
                     }),
                     None if known.len() == 1 => Some(known[0].to_string()),
                     None => {
-                        let help = if known.is_empty() {
+                        let mut help = if known.is_empty() {
                             "an rps target is sized from Cr_open of an SLO; define an `slo` first"
                                 .to_string()
                         } else {
                             format!("name one with `slo=`: {}", backticked(&known))
                         };
+                        if !names.mixes.is_empty() {
+                            let mixes: Vec<&str> = names.mixes.iter().map(String::as_str).collect();
+                            help.push_str(&format!(
+                                "; or size a mix with `mix=`: {}",
+                                backticked(&mixes)
+                            ));
+                        }
                         self.error(
                             span_of_name(node),
                             "which SLO?",
@@ -109,6 +156,15 @@ impl Decoder {
                 .then_some(SizingTarget::Rps { rps, slo })
             }
             (None, Some(tokens_entry)) => {
+                if let Some(mix) = entries.prop("mix") {
+                    self.error(
+                        mix.span(),
+                        "not used",
+                        "`mix=` only applies to `rps` targets",
+                        Some("a mix is sized from its Cr_open: `target rps=150 mix=production`; an output-tokens-per-s target is sized from Cr_closed throughput".to_string()),
+                    );
+                    return None;
+                }
                 if let Some(slo) = entries.prop("slo") {
                     self.error(
                         slo.span(),

@@ -1,6 +1,7 @@
 //! The value of one entry, read as the type a node expects: string,
-//! boolean, number, whole number, duration, percentage or one of a set of
-//! names; a wrong value is reported at the value's span with the usage.
+//! boolean, number, whole number (unsigned or signed), duration, percentage
+//! or one of a set of names; a wrong value is reported at the value's span
+//! with the usage.
 
 use std::time::Duration;
 
@@ -118,6 +119,38 @@ impl Decoder {
             }
             other => {
                 let help = number_help(other, usage, |t| t.parse::<u64>().is_ok());
+                self.error(
+                    value_span(entry),
+                    "expected a whole number",
+                    format!("`{what}` expects a whole number, found {}", found(other)),
+                    Some(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// A whole number that may be negative (`priority=-1`).
+    pub(super) fn integer(&mut self, entry: &KdlEntry, what: &str, usage: &str) -> Option<i64> {
+        match entry.value() {
+            KdlValue::Integer(i) => match i64::try_from(*i) {
+                Ok(i) => Some(i),
+                Err(_) => {
+                    self.error(
+                        value_span(entry),
+                        "out of range",
+                        format!(
+                            "`{what}` must be between {} and {}, found {i}",
+                            i64::MIN,
+                            i64::MAX
+                        ),
+                        Some(format!("usage: {usage}")),
+                    );
+                    None
+                }
+            },
+            other => {
+                let help = number_help(other, usage, |t| t.parse::<i64>().is_ok());
                 self.error(
                     value_span(entry),
                     "expected a whole number",
