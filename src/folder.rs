@@ -348,6 +348,28 @@ fn keep_better(kept: &mut analyze::RunSummary, other: &mut analyze::RunSummary) 
     }
 }
 
+/// The SLOs a run is judged on: its card's ([`crate::plan::workload_slos`]:
+/// every SLO, or for a workload a mix measures alone, its classes'), and
+/// for a run of a mix every SLO, from which each class takes its own.
+fn judged_slos(
+    experiment: &Experiment,
+    run: Option<&crate::plan::RunPlan>,
+) -> Vec<crate::config::Slo> {
+    let names = match run {
+        Some(run) if run.mix.is_none() => crate::plan::workload_slos(experiment, &run.workload),
+        _ => None,
+    };
+    match names {
+        Some(names) => experiment
+            .slos
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .cloned()
+            .collect(),
+        None => experiment.slos.clone(),
+    }
+}
+
 /// [`summarize_run`] on the journal at `path`, streamed line by line: the
 /// run's summary in memory that does not grow with the run. `ends` are its
 /// header and footer (from [`ResultsFolder::journal_ends`]).
@@ -366,11 +388,12 @@ pub fn summarize_run_file(
         .open
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
+    let slos = judged_slos(experiment, header.map(|h| &h.run));
     let pass = |window| -> Result<Summarizer<'_>, FolderError> {
         let mut acc = Summarizer::new(
             JournalEnds { header, footer },
             window,
-            &experiment.slos,
+            &slos,
             &extra,
             confidence,
         );
@@ -418,8 +441,8 @@ pub fn summarize_run(
         .open
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
-    let mut summary =
-        analyze::summary::summarize_judged(journal, &experiment.slos, &extra, confidence);
+    let slos = judged_slos(experiment, journal.header.as_ref().map(|h| &h.run));
+    let mut summary = analyze::summary::summarize_judged(journal, &slos, &extra, confidence);
     if let Some(header) = &journal.header {
         let path = folder.telemetry(&header.run.id);
         // A missing or unreadable telemetry file means "no telemetry for this

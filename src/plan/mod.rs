@@ -916,6 +916,110 @@ mod tests {
         e
     }
 
+    fn with_mix(alone: bool) -> Experiment {
+        let mut e = experiment();
+        e.targets.truncate(1);
+        e.mixes = vec![crate::config::Mix {
+            name: "prod".into(),
+            span: None,
+            classes: vec![
+                crate::config::MixClass {
+                    name: "talk".into(),
+                    span: None,
+                    workload: "chat".into(),
+                    slo: Some("interactive".into()),
+                    weight: 90.0,
+                    model: Some("lora-a".into()),
+                    priority: Some(0),
+                },
+                crate::config::MixClass {
+                    name: "bulk".into(),
+                    span: None,
+                    workload: "multi-turn".into(),
+                    slo: Some("batch".into()),
+                    weight: 10.0,
+                    model: None,
+                    priority: None,
+                },
+            ],
+            weight_settings: vec![vec![50.0, 50.0]],
+            alone,
+        }];
+        e
+    }
+
+    #[test]
+    fn a_mix_has_a_card_per_weight_setting_and_its_workloads_none_alone_unless_asked() {
+        let plan = build(&with_mix(false));
+        let cards: Vec<(&str, &[String])> = plan
+            .cards
+            .iter()
+            .map(|c| (c.workload.as_str(), c.slos.as_slice()))
+            .collect();
+        assert_eq!(
+            cards,
+            [
+                ("prod", &["prod".to_string()][..]),
+                ("prod@50-50", &["prod@50-50".to_string()][..])
+            ]
+        );
+        let mix = plan.cards[0].mix.as_ref().unwrap();
+        assert_eq!(mix.classes[0].share, 0.9);
+        assert_eq!(mix.classes[0].model.as_deref(), Some("lora-a"));
+        assert_eq!(plan.cards[1].mix.as_ref().unwrap().classes[1].share, 0.5);
+        // Every run says what it sends; runs of the two settings differ.
+        let OpenPlan::Search { template, .. } = &plan.cards[0].open else {
+            panic!("search");
+        };
+        assert_eq!(template.mix.as_ref(), Some(mix));
+        assert!(
+            plan.cards[0]
+                .closed
+                .iter()
+                .all(|r| r.mix.as_ref() == Some(mix))
+        );
+        assert_ne!(plan.cards[0].closed[0].seed, plan.cards[1].closed[0].seed);
+        // `alone #true`: each class's workload on its own, judged on its
+        // class's SLO only.
+        let plan = build(&with_mix(true));
+        let cards: Vec<(&str, Vec<&str>)> = plan
+            .cards
+            .iter()
+            .map(|c| {
+                (
+                    c.workload.as_str(),
+                    c.slos.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            cards,
+            [
+                ("chat", vec!["interactive"]),
+                ("multi-turn", vec!["batch"]),
+                ("prod", vec!["prod"]),
+                ("prod@50-50", vec!["prod@50-50"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rare_class_lengthens_the_mixs_runs_for_its_samples() {
+        let e = with_mix(false);
+        let plan = build(&e);
+        let mix = plan.cards[0].mix.as_ref().unwrap();
+        // `batch` (10%) is judged on an e2e p95: 3 × 59 samples of its own,
+        // so ten times as many arrivals; `interactive` (90%) on a p99:
+        // 3 × 368 / 0.9.
+        let batch = samples_to_judge(std::slice::from_ref(e.slo("batch").unwrap()), 0.95);
+        let interactive =
+            samples_to_judge(std::slice::from_ref(e.slo("interactive").unwrap()), 0.95);
+        let want =
+            ((batch as f64 / 0.1).ceil() as u64).max((interactive as f64 / 0.9).ceil() as u64);
+        assert_eq!(mix_samples_to_judge(&e, mix, 0.95), want);
+        assert_eq!(card_samples(&e, "prod", Some(mix)), want);
+    }
+
     #[test]
     fn cards_are_targets_outer_workloads_inner() {
         let plan = build(&experiment());

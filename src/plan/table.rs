@@ -254,10 +254,16 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 let line = if same_stop {
                     per_run(first, "rate")
                 } else {
-                    // Trace replays: each lasts the trace at its own speed.
+                    // Trace replays last the trace at their own speed; other
+                    // runs are lengthened for samples at low rates.
                     let lengths: Vec<String> = runs.iter().map(measured_words).collect();
+                    let why = if experiment.open.as_ref().is_some_and(|o| o.trace.is_some()) {
+                        "the trace's length"
+                    } else {
+                        "sized for samples"
+                    };
                     format!(
-                        "warmup {} + the trace's length per rate ({})",
+                        "warmup {} + {why} per rate ({})",
                         human_duration(first.warmup.as_secs_f64()),
                         lengths.join(", ")
                     )

@@ -1188,10 +1188,12 @@ pub struct MixWhatIf {
     pub mix: String,
     pub target: String,
     pub classes: Vec<String>,
-    /// The class with the most planned tokens per task, whose share the
-    /// rows are ordered by.
+    /// The class with the most planned tokens per task (prompt + output).
     pub heavy: String,
     pub heavy_tokens_per_task: f64,
+    /// The class whose share the settings vary most: rows are in
+    /// increasing share of it.
+    pub varied: String,
     pub rate_unit: String,
     pub rows: Vec<MixWhatIfRow>,
 }
@@ -1239,6 +1241,7 @@ fn mix_what_ifs(report: &CapacityReport) -> Vec<MixWhatIf> {
                     classes: plan.classes.iter().map(|c| c.name.clone()).collect(),
                     heavy: heaviest.0,
                     heavy_tokens_per_task: heaviest.1,
+                    varied: String::new(),
                     rate_unit: view.conditions.rate_unit,
                     rows: Vec::new(),
                 });
@@ -1271,13 +1274,25 @@ fn mix_what_ifs(report: &CapacityReport) -> Vec<MixWhatIf> {
         });
     }
     for entry in &mut out {
-        let heavy = entry
-            .classes
-            .iter()
-            .position(|c| *c == entry.heavy)
-            .unwrap_or(0);
+        // The class the settings vary most (by share) is the one the
+        // what-if is about; the heaviest class breaks a tie.
+        let range = |k: usize| {
+            let shares = entry.rows.iter().filter_map(|r| r.shares.get(k).copied());
+            let (lo, hi) = shares.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            });
+            hi - lo
+        };
+        let heaviest = entry.classes.iter().position(|c| *c == entry.heavy);
+        let varied = (0..entry.classes.len()).max_by(|&a, &b| {
+            range(a)
+                .total_cmp(&range(b))
+                .then_with(|| (Some(a) == heaviest).cmp(&(Some(b) == heaviest)))
+        });
+        let k = varied.or(heaviest).unwrap_or(0);
+        entry.varied = entry.classes.get(k).cloned().unwrap_or_default();
         entry.rows.sort_by(|a, b| {
-            let share = |r: &MixWhatIfRow| r.shares.get(heavy).copied().unwrap_or(0.0);
+            let share = |r: &MixWhatIfRow| r.shares.get(k).copied().unwrap_or(0.0);
             share(a).total_cmp(&share(b))
         });
     }

@@ -566,3 +566,135 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
         "a run was measured again:\n{again}"
     );
 }
+
+const MIX: &str = r#"
+experiment "e2e-mix" { seed 17; }
+target "tiny-sim" { sim tiny; timeout "10s"; }
+workload "short" {
+    input-tokens fixed 32
+    output-tokens fixed 16
+}
+workload "long" {
+    input-tokens fixed 1200
+    output-tokens fixed 48
+}
+slo "tight" { ttft mean="150ms"; }
+slo "loose" { e2e mean="30s"; }
+mix "m" {
+    class "short" workload="short" slo="tight" weight=3
+    class "long" workload="long" slo="loose" weight=1 model="lora-a" priority=1
+    weights 1 1
+}
+closed {
+    concurrency 2 8
+    duration "2s"
+    warmup "300ms"
+}
+open {
+    arrival poisson
+    rates 4 60
+    duration "3s"
+    warmup "300ms"
+    budget "2s"
+}
+sizing {
+    target rps=50 mix="m"
+    target rps=50 slo="tight"
+}
+"#;
+
+#[test]
+fn a_mix_is_measured_class_by_class_and_limited_by_the_class_that_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("mix.kdl");
+    std::fs::write(&file, MIX).unwrap();
+    let out = tmp.path().join("results");
+    let assert = capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .assert();
+    let output = assert.get_output();
+    assert!(
+        output.status.success(),
+        "run failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = read_report(&out);
+    let names: Vec<&str> = report.cards.iter().map(|c| c.workload.as_str()).collect();
+    assert_eq!(
+        names,
+        ["m", "m@1-1"],
+        "workloads a mix uses have no card alone"
+    );
+    let card = |name: &str| report.cards.iter().find(|c| c.workload == name).unwrap();
+
+    let mix = card("m");
+    assert_eq!(mix.cr_open.len(), 1);
+    assert_eq!(mix.cr_open[0].slo, "m");
+    // Per class, in every run: both classes served, the adapter's name
+    // answered by the simulator (no 404s), shares as declared.
+    for run in mix.closed.iter().chain(&mix.open) {
+        assert_eq!(run.classes.len(), 2, "{}", run.run_id);
+        for class in &run.classes {
+            assert!(class.requests > 0, "{} {}", run.run_id, class.class);
+            // Below overload nothing fails: an unknown model would be 404s.
+            if run.rate_rps.is_none_or(|r| r < 60.0) {
+                assert_eq!(class.errors, 0, "{} {}", run.run_id, class.class);
+            }
+        }
+        assert!(run.classes.iter().all(|c| c.output_tokens_per_s > 0.0));
+    }
+    let low = &mix.open[0];
+    assert_eq!(low.rate_rps, Some(4.0));
+    let shares: Vec<f64> = low.classes.iter().map(|c| c.share).collect();
+    assert_eq!(shares, [0.75, 0.25]);
+    assert!(low.classes.iter().all(|c| c.verdict.is_some()));
+    // 60 req/s is beyond the tiny engine: the mix fails there, on the
+    // short class's tight TTFT (the long class's bound is loose), and the
+    // card says so.
+    let cr = &mix.cr_open[0];
+    assert_eq!(cr.failed_at_rps, Some(60.0), "{cr:?}");
+    let limited = cr.limited_by.as_ref().expect("limited_by");
+    assert_eq!(
+        (
+            limited.class.as_str(),
+            limited.slo.as_deref(),
+            limited.clause.as_str()
+        ),
+        ("short", Some("tight"), "ttft mean"),
+        "{cr:?}"
+    );
+    let m = mix.mix.as_ref().expect("cards[].mix");
+    assert_eq!(m.plan.classes[1].model.as_deref(), Some("lora-a"));
+    assert_eq!(m.class_cr_open.len(), 2);
+    // Sized on the mix card at the declared weights only (the SLO's target
+    // belongs to cards judged on that SLO).
+    assert_eq!(mix.sizing.len(), 1);
+    assert_eq!(mix.sizing[0].target, "rps=50 mix=m");
+    assert!(card("m@1-1").sizing.is_empty());
+    let setting = card("m@1-1");
+    let shares: Vec<f64> = setting.open[0].classes.iter().map(|c| c.share).collect();
+    assert_eq!(shares, [0.5, 0.5]);
+
+    // The journal says what each call was.
+    let journal = std::fs::read_to_string(out.join("runs/tiny-sim--m--r4.000.jsonl")).unwrap();
+    assert!(journal.contains("\"class\":\"long\"") && journal.contains("\"class\":\"short\""));
+
+    // The card and the summary say it in words.
+    let card_md = std::fs::read_to_string(out.join("tiny-sim--m.md")).unwrap();
+    assert!(card_md.contains("### Mix `m` (planned)"), "{card_md}");
+    assert!(card_md.contains("### The mix class by class"), "{card_md}");
+    assert!(card_md.contains(&format!("**Limited by `{}`**", limited.class)));
+    assert!(card_md.contains("Output tok/s by class (closed loop)"));
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("## What if the mix changes?"), "{summary}");
+    assert!(summary.contains("Cr_open of the mix, every class within its own SLO"));
+
+    // `report` regenerates the mix card byte for byte.
+    let path = out.join("tiny-sim--m.md");
+    std::fs::remove_file(&path).unwrap();
+    capcard().arg("report").arg(&out).assert().success();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), card_md);
+}
