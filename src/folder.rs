@@ -360,12 +360,7 @@ fn judged_slos(
         _ => None,
     };
     match names {
-        Some(names) => experiment
-            .slos
-            .iter()
-            .filter(|s| names.contains(&s.name))
-            .cloned()
-            .collect(),
+        Some(names) => experiment.slos_named(&names),
         None => experiment.slos.clone(),
     }
 }

@@ -46,12 +46,7 @@ pub fn build_card(
     let subject = Subject {
         name: workload.name.clone(),
         profile: workload.clone(),
-        slos: experiment
-            .slos
-            .iter()
-            .filter(|s| judged.contains(&s.name))
-            .cloned()
-            .collect(),
+        slos: experiment.slos_named(&judged),
         verdicts: judged,
         mix: None,
     };

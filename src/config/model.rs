@@ -49,6 +49,14 @@ impl Experiment {
     pub fn slo(&self, name: &str) -> Option<&Slo> {
         self.slos.iter().find(|s| s.name == name)
     }
+    /// The SLOs named in `names`, in the file's order.
+    pub fn slos_named(&self, names: &[String]) -> Vec<Slo> {
+        self.slos
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .cloned()
+            .collect()
+    }
     pub fn mix(&self, name: &str) -> Option<&Mix> {
         self.mixes.iter().find(|m| m.name == name)
     }

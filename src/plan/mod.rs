@@ -273,18 +273,12 @@ pub fn build(experiment: &Experiment) -> Plan {
         let Some(slos) = workload_slos(experiment, &workload.name) else {
             continue;
         };
-        let judged: Vec<crate::config::Slo> = experiment
-            .slos
-            .iter()
-            .filter(|s| slos.contains(&s.name))
-            .cloned()
-            .collect();
         subjects.push(Subject {
             name: workload.name.clone(),
             // It only matters for `requests` stops, and drawing it is cheap
             // next to parsing the file.
             profile: WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name)),
-            samples: samples_to_judge(&judged, confidence),
+            samples: samples_to_judge(&experiment.slos_named(&slos), confidence),
             slos,
             mix: None,
         });
@@ -404,13 +398,7 @@ pub fn card_samples(experiment: &Experiment, card: &str, mix: Option<&MixPlan>) 
         return mix_samples_to_judge(experiment, mix, confidence);
     }
     let slos = workload_slos(experiment, card).unwrap_or_default();
-    let judged: Vec<crate::config::Slo> = experiment
-        .slos
-        .iter()
-        .filter(|s| slos.contains(&s.name))
-        .cloned()
-        .collect();
-    samples_to_judge(&judged, confidence)
+    samples_to_judge(&experiment.slos_named(&slos), confidence)
 }
 
 /// Stable id of a run, also its journal file name: `<target>--<workload>--c0008`
