@@ -937,7 +937,7 @@ async fn prepare_target(
     let headers = resolve_headers(target)?;
     let (base_url, server) = match &target.kind {
         TargetKind::Endpoint { base_url } => (base_url.trim_end_matches('/').to_string(), None),
-        TargetKind::Sim { preset, faults } => {
+        TargetKind::Sim { preset, faults, .. } => {
             let Some(preset) = sim::presets::find(preset) else {
                 return Err(RunError::Sim {
                     target: target.name.clone(),

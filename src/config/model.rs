@@ -167,8 +167,109 @@ pub enum MetricsSource {
 pub enum TargetKind {
     /// `endpoint "http://127.0.0.1:8000/v1"`: an OpenAI-compatible base URL.
     Endpoint { base_url: String },
-    /// `sim PRESET [fail-rate=] [cut-rate=] [stall=]`: the built-in engine, started in-process.
-    Sim { preset: String, faults: SimFaults },
+    /// `sim PRESET [fail-rate=] [cut-rate=] [stall=] { knobs }`: the built-in
+    /// engine, started in-process (or run on its own clock: `virtual`).
+    Sim {
+        preset: String,
+        faults: SimFaults,
+        /// The `sim` block's children: serving parameters that override the
+        /// preset's, replicas, virtual time.
+        #[serde(default)]
+        serving: SimServing,
+    },
+}
+
+/// What a `sim` target changes from its preset, and how it is driven.
+/// Every override is `None` (the preset's value) unless the file sets it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SimServing {
+    /// vLLM `--max-num-seqs`.
+    pub max_num_seqs: Option<u32>,
+    /// vLLM `--max-num-batched-tokens`: a step's token budget.
+    pub max_batched_tokens: Option<u32>,
+    /// KV-cache capacity in tokens (vLLM logs it as "GPU KV cache size"),
+    /// instead of the one derived from memory, weights and utilisation.
+    pub kv_cache_tokens: Option<u64>,
+    /// vLLM `--gpu-memory-utilization`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// Automatic prefix caching (vLLM's default on).
+    pub prefix_caching: Option<bool>,
+    /// Chunked prefill (on by default): off, a prompt is prefilled whole in
+    /// one step and a step holds at most `max-batched-tokens` of prompts.
+    pub chunked_prefill: Option<bool>,
+    /// GPUs of the tensor-parallel group.
+    pub tensor_parallel: Option<u32>,
+    /// Achieved / peak FLOP/s.
+    pub compute_efficiency: Option<f64>,
+    /// Achieved / peak memory bandwidth.
+    pub memory_efficiency: Option<f64>,
+    /// Fixed cost of one engine step.
+    #[serde(with = "opt_duration_secs")]
+    pub step_overhead: Option<Duration>,
+    /// Cost per sequence in a step.
+    #[serde(with = "opt_duration_secs")]
+    pub per_seq_overhead: Option<Duration>,
+    /// Engines behind the one endpoint (a small virtual cluster).
+    pub replicas: u32,
+    /// How the cluster's router picks a replica for each request.
+    pub router: SimRouter,
+    /// Run on the engine's own clock, in process, without HTTP (`virtual #true`).
+    pub virtual_time: bool,
+    /// Virtual time: the client-side network and parse cost of one call,
+    /// added between its send and the engine's submission.
+    #[serde(with = "duration_secs")]
+    pub network_overhead: Duration,
+    /// Where the knobs came from, as `capcard calibrate` writes it: the card
+    /// states it (`calibrated "DIR: TTFT p50 +3%, ..."`).
+    pub calibrated: Option<String>,
+}
+
+impl Default for SimServing {
+    fn default() -> Self {
+        SimServing {
+            max_num_seqs: None,
+            max_batched_tokens: None,
+            kv_cache_tokens: None,
+            gpu_memory_utilization: None,
+            prefix_caching: None,
+            chunked_prefill: None,
+            tensor_parallel: None,
+            compute_efficiency: None,
+            memory_efficiency: None,
+            step_overhead: None,
+            per_seq_overhead: None,
+            replicas: 1,
+            router: SimRouter::default(),
+            virtual_time: false,
+            network_overhead: Duration::ZERO,
+            calibrated: None,
+        }
+    }
+}
+
+/// The router of a multi-replica `sim` (`replicas 2 router=least-loaded`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimRouter {
+    /// Each request to the next replica in turn.
+    #[default]
+    RoundRobin,
+    /// To the replica with the fewest requests running and waiting.
+    LeastLoaded,
+    /// To the replica holding the longest cached prefix of the prompt
+    /// (ties: least loaded), as llm-d's and SGLang's routers do.
+    PrefixAffinity,
+}
+
+impl SimRouter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimRouter::RoundRobin => "round-robin",
+            SimRouter::LeastLoaded => "least-loaded",
+            SimRouter::PrefixAffinity => "prefix-affinity",
+        }
+    }
 }
 
 /// Fault injection for the simulated engine (tests of clients).

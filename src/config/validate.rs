@@ -903,7 +903,7 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
         let cx = format!("target `{}`", target.name);
         match &target.kind {
             TargetKind::Endpoint { base_url } => report(cx.clone(), check_endpoint(base_url)),
-            TargetKind::Sim { preset, faults } => {
+            TargetKind::Sim { preset, faults, .. } => {
                 report(cx.clone(), check_preset(preset));
                 report(
                     cx.clone(),

@@ -773,6 +773,7 @@ mod tests {
             kind: TargetKind::Sim {
                 preset: "h100-llama3-8b".into(),
                 faults: SimFaults::default(),
+                serving: Default::default(),
             },
             api: Api::Chat,
             model: None,

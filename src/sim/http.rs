@@ -35,16 +35,16 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::engine::{Emitted, Engine, EngineRequest, RequestId, validate_request};
+use super::engine::{Emitted, Engine, EngineRequest, RequestId};
 use super::metrics::{EngineMetrics, render};
 use super::presets::Preset;
-use super::tokenize::{token_text, tokenize_into};
+pub use super::request::Api;
+use super::request::{FaultPlan, Faulted, Refusal, fault_draw, parse_call};
+use super::tokenize::token_text;
 use super::{SimConfig, SimError};
-use crate::workload::mix;
 
 // ------------------------------------------------------------------ driver
 
@@ -204,6 +204,8 @@ struct AppState {
     preset: &'static Preset,
     model: String,
     adapters: Vec<String>,
+    /// The base model then the adapters: the names a call may ask for.
+    served: Vec<String>,
     faults: crate::config::SimFaults,
     seed: u64,
     commands: std_mpsc::Sender<Command>,
@@ -280,6 +282,9 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
         preset: config.preset,
         model: config.preset.model.served_name.to_string(),
         adapters: config.adapters.clone(),
+        served: std::iter::once(config.preset.model.served_name.to_string())
+            .chain(config.adapters.iter().cloned())
+            .collect(),
         faults: config.faults,
         seed: config.seed,
         commands: cmd_tx.clone(),
@@ -414,164 +419,25 @@ async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: Option<bool>,
-}
-
-/// The fields both endpoints read; anything else (temperature, top_p, …) is
-/// accepted and ignored, as vLLM does.
-#[derive(Debug, Deserialize)]
-struct CommonParams {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    max_tokens: Option<u32>,
-    #[serde(default)]
-    max_completion_tokens: Option<u32>,
-    #[serde(default)]
-    min_tokens: Option<u32>,
-    #[serde(default)]
-    ignore_eos: Option<bool>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    stream_options: Option<StreamOptions>,
-    #[serde(default)]
-    n: Option<u32>,
-    /// vLLM's priority scheduling: lower is served first.
-    #[serde(default)]
-    priority: Option<i32>,
-}
-
-#[derive(Debug, Deserialize)]
-struct CompletionBody {
-    prompt: Value,
-    #[serde(flatten)]
-    common: CommonParams,
-}
-
-#[derive(Debug, Deserialize)]
-struct ChatMessage {
-    #[serde(default)]
-    #[allow(dead_code)] // roles add no tokens (see `tokenize`), but must be strings
-    role: Option<String>,
-    #[serde(default)]
-    content: Value,
-}
-
-#[derive(Debug, Deserialize)]
-struct ChatBody {
-    messages: Vec<ChatMessage>,
-    #[serde(flatten)]
-    common: CommonParams,
-}
-
-/// Which OpenAI endpoint a response answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Completions,
-    Chat,
-}
-
-/// `prompt` as a string, token ids, or a one-element batch of either.
-fn completion_prompt(prompt: &Value, vocab: u32) -> Result<Vec<u32>, String> {
-    match prompt {
-        Value::String(text) => Ok(super::tokenize::tokenize(text, vocab)),
-        Value::Array(items) if items.iter().all(Value::is_number) => items
-            .iter()
-            .map(|v| {
-                v.as_u64()
-                    .and_then(|t| u32::try_from(t).ok())
-                    .ok_or_else(|| {
-                        format!("prompt token ids must be non-negative integers, got {v}")
-                    })
-            })
-            .collect(),
-        Value::Array(items) if items.len() == 1 => completion_prompt(&items[0], vocab),
-        Value::Array(items) if items.is_empty() => Err("prompt must not be empty".into()),
-        Value::Array(_) => Err(
-            "batched prompts are not supported by the simulator: send one prompt per request"
-                .into(),
-        ),
-        _ => Err(
-            "prompt must be a string, an array of token ids, or a one-element array of either"
-                .into(),
-        ),
-    }
-}
-
-/// Concatenates the text of every message's content (see `tokenize`).
-fn chat_prompt(messages: &[ChatMessage], vocab: u32) -> Result<Vec<u32>, String> {
-    if messages.is_empty() {
-        return Err("messages must not be empty".into());
-    }
-    let mut tokens = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match &m.content {
-            Value::String(text) => tokenize_into(text, vocab, &mut tokens),
-            Value::Null => {}
-            Value::Array(parts) => {
-                for part in parts {
-                    match part.get("text").and_then(Value::as_str) {
-                        Some(text) => tokenize_into(text, vocab, &mut tokens),
-                        None => {
-                            return Err(format!(
-                                "messages[{i}].content: only text parts are supported by the simulator"
-                            ));
-                        }
-                    }
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "messages[{i}].content must be a string or an array of text parts"
-                ));
-            }
-        }
-    }
-    Ok(tokens)
-}
-
-/// The body as `T`, or the 400 message.
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| format!("invalid request body: {e}"))
-}
-
 async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let parsed: CompletionBody = match parse(&body) {
-        Ok(b) => b,
-        Err(msg) => return bad_request(msg),
-    };
-    let prompt = match completion_prompt(&parsed.prompt, s.preset.model.vocab) {
-        Ok(p) => p,
-        Err(msg) => return bad_request(msg),
-    };
-    if let Some(&id) = prompt.iter().find(|&&id| id >= s.preset.model.vocab) {
-        return out_of_vocabulary(id, parsed.common.stream.unwrap_or(false));
-    }
-    generate(s, Api::Completions, prompt, parsed.common).await
+    generate(s, Api::Completions, &body).await
 }
 
 async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let parsed: ChatBody = match parse(&body) {
-        Ok(b) => b,
-        Err(msg) => return bad_request(msg),
-    };
-    let prompt = match chat_prompt(&parsed.messages, s.preset.model.vocab) {
-        Ok(p) => p,
-        Err(msg) => return bad_request(msg),
-    };
-    generate(s, Api::Chat, prompt, parsed.common).await
+    generate(s, Api::Chat, &body).await
 }
 
-fn unit_draw(seed: u64, salt: u64, id: u64) -> f64 {
-    (mix(seed ^ salt, id) >> 11) as f64 / (1u64 << 53) as f64
+fn refused(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::OutOfVocabulary { id, stream } => out_of_vocabulary(id, stream),
+        Refusal::UnknownModel(_) => error(
+            StatusCode::NOT_FOUND,
+            &refusal.message(),
+            "invalid_request_error",
+        ),
+        Refusal::BadRequest(message) => bad_request(message),
+    }
 }
-
-const FAIL_SALT: u64 = 0xFA11_0000_0000_0001;
-const CUT_SALT: u64 = 0xC075_0000_0000_0001;
 
 /// Sends the abort to the engine unless the request completed.
 struct AbortGuard {
@@ -694,71 +560,25 @@ impl Framer {
     }
 }
 
-/// What the faults do to this request.
-#[derive(Debug, Clone, Copy)]
-struct FaultPlan {
-    /// Drop the connection after this many tokens.
-    cut_after: Option<u32>,
-    /// Pause before sending the token at this index.
-    stall: Option<(u32, Duration)>,
-}
-
-async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams) -> Response {
-    if let Some(model) = &p.model {
-        if model != &s.model && !s.adapters.contains(model) {
+async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
+    let call = match parse_call(api, body, s.preset, &s.served) {
+        Ok(call) => call,
+        Err(refusal) => return refused(refusal),
+    };
+    let id = RequestId(s.next_id.fetch_add(1, Ordering::Relaxed));
+    let plan = match fault_draw(&s.faults, s.seed, id, call.max_tokens) {
+        Faulted::Fail => {
             return error(
-                StatusCode::NOT_FOUND,
-                &format!("The model `{model}` does not exist."),
-                "invalid_request_error",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "injected failure (sim fail-rate)",
+                "server_error",
             );
         }
-    }
-    if p.n.is_some_and(|n| n != 1) {
-        return bad_request("n must be 1 on the simulator");
-    }
-    let max_tokens = match api {
-        Api::Completions => p.max_tokens.unwrap_or(16),
-        // vLLM's chat default: whatever the context leaves.
-        Api::Chat => p.max_completion_tokens.or(p.max_tokens).unwrap_or_else(|| {
-            s.preset
-                .max_model_len()
-                .saturating_sub(prompt.len() as u32)
-                .max(1)
-        }),
+        Faulted::Serve(plan) => plan,
     };
-    let min_tokens = p.min_tokens.unwrap_or(0);
-    if min_tokens > max_tokens {
-        return bad_request(format!(
-            "min_tokens ({min_tokens}) must be less than or equal to max_tokens ({max_tokens})"
-        ));
-    }
-    let id = RequestId(s.next_id.fetch_add(1, Ordering::Relaxed));
-    let req = EngineRequest {
-        id,
-        prompt,
-        max_tokens,
-        min_tokens,
-        ignore_eos: p.ignore_eos.unwrap_or(false),
-        priority: p.priority.unwrap_or(0),
-    };
-    if let Err(e) = validate_request(s.preset, &req) {
-        return bad_request(e.to_string());
-    }
-
-    let faults = &s.faults;
-    if faults.fail_rate.0 > 0.0 && unit_draw(s.seed, FAIL_SALT, id.0) < faults.fail_rate.0 {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "injected failure (sim fail-rate)",
-            "server_error",
-        );
-    }
-    let plan = FaultPlan {
-        cut_after: (faults.cut_rate.0 > 0.0
-            && unit_draw(s.seed, CUT_SALT, id.0) < faults.cut_rate.0)
-            .then_some((max_tokens / 2).max(1)),
-        stall: faults.stall.map(|d| (max_tokens / 2, d)),
-    };
+    let (stream, include_usage) = (call.stream, call.include_usage);
+    let asked_model = call.model.clone();
+    let req = call.into_engine_request(id);
 
     let (tx, rx) = mpsc::unbounded_channel();
     if s.commands.send(Command::Submit { req, tx }).is_err() {
@@ -778,12 +598,13 @@ async fn generate(s: Arc<AppState>, api: Api, prompt: Vec<u32>, p: CommonParams)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     // Answers name the model (or adapter) they were asked for, as vLLM's do.
-    let framer = Framer::new(api, id.0, created, p.model.as_deref().unwrap_or(&s.model));
-    if p.stream.unwrap_or(false) {
-        let include_usage = p
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false);
+    let framer = Framer::new(
+        api,
+        id.0,
+        created,
+        asked_model.as_deref().unwrap_or(&s.model),
+    );
+    if stream {
         stream_response(SseState {
             rx,
             guard,
@@ -941,39 +762,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prompts_accept_text_ids_and_singleton_batches() {
-        assert_eq!(
-            completion_prompt(&json!("a b c"), 100).map(|p| p.len()),
-            Ok(3)
-        );
-        assert_eq!(completion_prompt(&json!([1, 2, 3]), 100), Ok(vec![1, 2, 3]));
-        assert_eq!(completion_prompt(&json!([[4, 5]]), 100), Ok(vec![4, 5]));
-        assert_eq!(
-            completion_prompt(&json!(["x y"]), 100).map(|p| p.len()),
-            Ok(2)
-        );
-        assert!(
-            completion_prompt(&json!(["a", "b"]), 100)
-                .unwrap_err()
-                .contains("batched")
-        );
-        assert!(completion_prompt(&json!([-1]), 100).is_err());
-        assert!(completion_prompt(&json!(7), 100).is_err());
-    }
-
-    #[test]
-    fn chat_prompt_counts_content_words_only() {
-        let messages: Vec<ChatMessage> = serde_json::from_value(json!([
-            {"role": "system", "content": "you are terse"},
-            {"role": "user", "content": [{"type": "text", "text": "two words"}]},
-            {"role": "assistant", "content": null},
-        ]))
-        .unwrap();
-        assert_eq!(chat_prompt(&messages, 1000).unwrap().len(), 5);
-        assert!(chat_prompt(&[], 1000).is_err());
-    }
-
-    #[test]
     fn stream_chunks_are_valid_json_events() {
         let framer = Framer {
             api: Api::Chat,
@@ -1000,13 +788,5 @@ mod tests {
             serde_json::from_str(&framer.full_response(" a b", "stop", 2, 2)).unwrap();
         assert_eq!(full["choices"][0]["message"]["content"], " a b");
         assert_eq!(full["object"], "chat.completion");
-    }
-
-    #[test]
-    fn fault_draws_hit_the_requested_rate() {
-        let hits = (0..10_000)
-            .filter(|&i| unit_draw(9, FAIL_SALT, i) < 0.1)
-            .count();
-        assert!((900..1100).contains(&hits), "{hits}");
     }
 }

@@ -25,6 +25,7 @@ pub mod http;
 pub mod kv;
 pub mod metrics;
 pub mod presets;
+pub mod request;
 pub mod tokenize;
 
 use std::net::SocketAddr;

@@ -91,6 +91,14 @@ pub struct Preset {
     pub max_num_batched_tokens: u32,
     /// KV-cache block size in tokens (vLLM's default, 16).
     pub block_size: u32,
+    /// Automatic prefix caching (vLLM's default: on).
+    pub prefix_caching: bool,
+    /// Chunked prefill (vLLM V1's default: on). Off, a prompt is prefilled
+    /// whole in one step.
+    pub chunked_prefill: bool,
+    /// KV-cache capacity in tokens when set, instead of the one derived
+    /// from memory (a `kv-cache-tokens` knob, or a calibrated CPU engine).
+    pub kv_cache_tokens_override: Option<u64>,
     pub efficiency: Efficiency,
 }
 
@@ -111,8 +119,12 @@ impl Preset {
             / f64::from(self.tensor_parallel)
     }
 
-    /// KV-cache blocks: (memory × utilisation − weights − reserve) / block bytes.
+    /// KV-cache blocks: (memory × utilisation − weights − reserve) / block
+    /// bytes, or the override's tokens in whole blocks.
     pub fn kv_capacity_blocks(&self) -> u32 {
+        if let Some(tokens) = self.kv_cache_tokens_override {
+            return (tokens / u64::from(self.block_size.max(1))).min(u64::from(u32::MAX)) as u32;
+        }
         let free = self.hardware.memory_bytes * self.gpu_memory_utilization
             - self.weight_bytes_per_gpu()
             - self.activation_reserve_bytes;
@@ -213,6 +225,9 @@ static PRESETS: [Preset; 5] = [
         max_num_seqs: LARGE_GPU_MAX_SEQS,
         max_num_batched_tokens: LARGE_GPU_BATCHED_TOKENS,
         block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // NVIDIA H200 SXM datasheet: 141 GB HBM3e (nvidia-smi: 143771 MiB),
@@ -233,6 +248,9 @@ static PRESETS: [Preset; 5] = [
         max_num_seqs: LARGE_GPU_MAX_SEQS,
         max_num_batched_tokens: LARGE_GPU_BATCHED_TOKENS,
         block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // NVIDIA A100 80GB SXM datasheet: 80 GB HBM2e (nvidia-smi: 81920 MiB),
@@ -253,6 +271,9 @@ static PRESETS: [Preset; 5] = [
         max_num_seqs: OTHER_GPU_MAX_SEQS,
         max_num_batched_tokens: OTHER_GPU_BATCHED_TOKENS,
         block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // NVIDIA L4 datasheet: 24 GB GDDR6 (nvidia-smi: 23034 MiB), 300 GB/s,
@@ -275,6 +296,9 @@ static PRESETS: [Preset; 5] = [
         max_num_seqs: OTHER_GPU_MAX_SEQS,
         max_num_batched_tokens: OTHER_GPU_BATCHED_TOKENS,
         block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // Made up, for tests and demos: a ~0.1 B-parameter model on a slow
@@ -309,6 +333,9 @@ static PRESETS: [Preset; 5] = [
         max_num_seqs: 32,
         max_num_batched_tokens: 512,
         block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
         efficiency: Efficiency {
             compute: 0.6,
             memory: 0.8,

@@ -402,7 +402,11 @@ impl Decoder {
             }
         }
         let preset = preset?;
-        ok.then_some(TargetKind::Sim { preset, faults })
+        ok.then_some(TargetKind::Sim {
+            preset,
+            faults,
+            serving: Default::default(),
+        })
     }
 
     fn cost(&mut self, node: &KdlNode) -> Option<Cost> {

@@ -1,0 +1,398 @@
+//! What the simulator reads from a call's body, and what it refuses (pure).
+//!
+//! Shared by the HTTP server ([`super::http`]) and the virtual-time executor
+//! (`exec::virtual_time`), so a call that the server would answer with a 400
+//! is refused the same way on the engine's own clock, and both submit the
+//! same tokens with the same stopping rules. Also here: the seeded draws of
+//! the injected faults, which depend only on the seed and the request id.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::engine::{EngineRequest, RequestId, validate_request};
+use super::presets::Preset;
+use super::tokenize::tokenize_into;
+use crate::config::SimFaults;
+use crate::workload::mix;
+
+/// Which OpenAI endpoint a call went to (and a response answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Completions,
+    Chat,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// The fields both endpoints read; anything else (temperature, top_p, …) is
+/// accepted and ignored, as vLLM does.
+#[derive(Debug, Deserialize)]
+struct CommonParams {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    min_tokens: Option<u32>,
+    #[serde(default)]
+    ignore_eos: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    n: Option<u32>,
+    /// vLLM's priority scheduling: lower is served first.
+    #[serde(default)]
+    priority: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionBody {
+    prompt: Value,
+    #[serde(flatten)]
+    common: CommonParams,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatMessage {
+    #[serde(default)]
+    #[allow(dead_code)] // roles add no tokens (see `tokenize`), but must be strings
+    role: Option<String>,
+    #[serde(default)]
+    content: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatBody {
+    messages: Vec<ChatMessage>,
+    #[serde(flatten)]
+    common: CommonParams,
+}
+
+/// A call the engine accepts, before it is given an id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedCall {
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub min_tokens: u32,
+    pub ignore_eos: bool,
+    pub priority: i32,
+    /// The model (or adapter) asked for, if the body names one.
+    pub model: Option<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+impl ParsedCall {
+    pub fn into_engine_request(self, id: RequestId) -> EngineRequest {
+        EngineRequest {
+            id,
+            prompt: self.prompt,
+            max_tokens: self.max_tokens,
+            min_tokens: self.min_tokens,
+            ignore_eos: self.ignore_eos,
+            priority: self.priority,
+        }
+    }
+}
+
+/// Why a call is answered with an error instead of tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// HTTP 400 `invalid_request_error`.
+    BadRequest(String),
+    /// HTTP 404: a model that is not served.
+    UnknownModel(String),
+    /// A token id outside the vocabulary (vLLM: a 400, or on a stream an
+    /// HTTP 200 holding one error event).
+    OutOfVocabulary { id: u32, stream: bool },
+}
+
+impl Refusal {
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::BadRequest(_) => 400,
+            Refusal::UnknownModel(_) => 404,
+            Refusal::OutOfVocabulary { stream: true, .. } => 200,
+            Refusal::OutOfVocabulary { stream: false, .. } => 400,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::BadRequest(m) => m.clone(),
+            Refusal::UnknownModel(model) => format!("The model `{model}` does not exist."),
+            Refusal::OutOfVocabulary { id, .. } => format!("Token id {id} is out of vocabulary"),
+        }
+    }
+}
+
+/// The body as `T`, or the 400 message.
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("invalid request body: {e}"))
+}
+
+/// Reads a call's body as the server at `preset` serving `served` (the base
+/// model and its adapters) would, and checks it as the engine would.
+pub fn parse_call(
+    api: Api,
+    body: &[u8],
+    preset: &Preset,
+    served: &[String],
+) -> Result<ParsedCall, Refusal> {
+    let vocab = preset.model.vocab;
+    let (prompt, common) = match api {
+        Api::Completions => {
+            let parsed: CompletionBody = parse(body).map_err(Refusal::BadRequest)?;
+            let prompt = completion_prompt(&parsed.prompt, vocab).map_err(Refusal::BadRequest)?;
+            if let Some(&id) = prompt.iter().find(|&&id| id >= vocab) {
+                return Err(Refusal::OutOfVocabulary {
+                    id,
+                    stream: parsed.common.stream.unwrap_or(false),
+                });
+            }
+            (prompt, parsed.common)
+        }
+        Api::Chat => {
+            let parsed: ChatBody = parse(body).map_err(Refusal::BadRequest)?;
+            let prompt = chat_prompt(&parsed.messages, vocab).map_err(Refusal::BadRequest)?;
+            (prompt, parsed.common)
+        }
+    };
+    if let Some(model) = &common.model {
+        if !served.contains(model) {
+            return Err(Refusal::UnknownModel(model.clone()));
+        }
+    }
+    if common.n.is_some_and(|n| n != 1) {
+        return Err(Refusal::BadRequest("n must be 1 on the simulator".into()));
+    }
+    let max_tokens = match api {
+        Api::Completions => common.max_tokens.unwrap_or(16),
+        // vLLM's chat default: whatever the context leaves.
+        Api::Chat => common
+            .max_completion_tokens
+            .or(common.max_tokens)
+            .unwrap_or_else(|| {
+                preset
+                    .max_model_len()
+                    .saturating_sub(prompt.len() as u32)
+                    .max(1)
+            }),
+    };
+    let min_tokens = common.min_tokens.unwrap_or(0);
+    if min_tokens > max_tokens {
+        return Err(Refusal::BadRequest(format!(
+            "min_tokens ({min_tokens}) must be less than or equal to max_tokens ({max_tokens})"
+        )));
+    }
+    let call = ParsedCall {
+        prompt,
+        max_tokens,
+        min_tokens,
+        ignore_eos: common.ignore_eos.unwrap_or(false),
+        priority: common.priority.unwrap_or(0),
+        model: common.model,
+        stream: common.stream.unwrap_or(false),
+        include_usage: common
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false),
+    };
+    // The id is irrelevant to validation.
+    validate_request(preset, &call.clone().into_engine_request(RequestId(0)))
+        .map_err(|e| Refusal::BadRequest(e.to_string()))?;
+    Ok(call)
+}
+
+/// `prompt` as a string, token ids, or a one-element batch of either.
+pub(crate) fn completion_prompt(prompt: &Value, vocab: u32) -> Result<Vec<u32>, String> {
+    match prompt {
+        Value::String(text) => Ok(super::tokenize::tokenize(text, vocab)),
+        Value::Array(items) if items.iter().all(Value::is_number) => items
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|t| u32::try_from(t).ok())
+                    .ok_or_else(|| {
+                        format!("prompt token ids must be non-negative integers, got {v}")
+                    })
+            })
+            .collect(),
+        Value::Array(items) if items.len() == 1 => completion_prompt(&items[0], vocab),
+        Value::Array(items) if items.is_empty() => Err("prompt must not be empty".into()),
+        Value::Array(_) => Err(
+            "batched prompts are not supported by the simulator: send one prompt per request"
+                .into(),
+        ),
+        _ => Err(
+            "prompt must be a string, an array of token ids, or a one-element array of either"
+                .into(),
+        ),
+    }
+}
+
+/// Concatenates the text of every message's content (see `tokenize`).
+pub(crate) fn chat_prompt(messages: &[ChatMessage], vocab: u32) -> Result<Vec<u32>, String> {
+    if messages.is_empty() {
+        return Err("messages must not be empty".into());
+    }
+    let mut tokens = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match &m.content {
+            Value::String(text) => tokenize_into(text, vocab, &mut tokens),
+            Value::Null => {}
+            Value::Array(parts) => {
+                for part in parts {
+                    match part.get("text").and_then(Value::as_str) {
+                        Some(text) => tokenize_into(text, vocab, &mut tokens),
+                        None => {
+                            return Err(format!(
+                                "messages[{i}].content: only text parts are supported by the simulator"
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "messages[{i}].content must be a string or an array of text parts"
+                ));
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+fn unit_draw(seed: u64, salt: u64, id: u64) -> f64 {
+    (mix(seed ^ salt, id) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+const FAIL_SALT: u64 = 0xFA11_0000_0000_0001;
+const CUT_SALT: u64 = 0xC075_0000_0000_0001;
+
+/// What the injected faults do to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Faulted {
+    /// HTTP 500 before any token (`fail-rate`).
+    Fail,
+    /// Streamed, possibly cut or stalled.
+    Serve(FaultPlan),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// Drop the connection after this many tokens.
+    pub cut_after: Option<u32>,
+    /// Pause before sending the token at this index.
+    pub stall: Option<(u32, Duration)>,
+}
+
+/// The seeded fault draws of request `id` with `max_tokens`.
+pub fn fault_draw(faults: &SimFaults, seed: u64, id: RequestId, max_tokens: u32) -> Faulted {
+    if faults.fail_rate.0 > 0.0 && unit_draw(seed, FAIL_SALT, id.0) < faults.fail_rate.0 {
+        return Faulted::Fail;
+    }
+    Faulted::Serve(FaultPlan {
+        cut_after: (faults.cut_rate.0 > 0.0 && unit_draw(seed, CUT_SALT, id.0) < faults.cut_rate.0)
+            .then_some((max_tokens / 2).max(1)),
+        stall: faults.stall.map(|d| (max_tokens / 2, d)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::Fraction;
+    use crate::sim::presets::find;
+
+    #[test]
+    fn prompts_accept_text_ids_and_singleton_batches() {
+        assert_eq!(
+            completion_prompt(&json!("a b c"), 100).map(|p| p.len()),
+            Ok(3)
+        );
+        assert_eq!(completion_prompt(&json!([1, 2, 3]), 100), Ok(vec![1, 2, 3]));
+        assert_eq!(completion_prompt(&json!([[4, 5]]), 100), Ok(vec![4, 5]));
+        assert_eq!(
+            completion_prompt(&json!(["x y"]), 100).map(|p| p.len()),
+            Ok(2)
+        );
+        assert!(
+            completion_prompt(&json!(["a", "b"]), 100)
+                .unwrap_err()
+                .contains("batched")
+        );
+        assert!(completion_prompt(&json!([-1]), 100).is_err());
+        assert!(completion_prompt(&json!(7), 100).is_err());
+    }
+
+    #[test]
+    fn chat_prompt_counts_content_words_only() {
+        let messages: Vec<ChatMessage> = serde_json::from_value(json!([
+            {"role": "system", "content": "you are terse"},
+            {"role": "user", "content": [{"type": "text", "text": "two words"}]},
+            {"role": "assistant", "content": null},
+        ]))
+        .unwrap();
+        assert_eq!(chat_prompt(&messages, 1000).unwrap().len(), 5);
+        assert!(chat_prompt(&[], 1000).is_err());
+    }
+
+    #[test]
+    fn a_call_is_read_and_refused_as_the_server_would() {
+        let tiny = find("tiny").unwrap();
+        let served = vec!["sim/tiny".to_string()];
+        let body = json!({"model": "sim/tiny", "prompt": [1, 2, 3], "max_tokens": 8,
+            "min_tokens": 8, "ignore_eos": true, "stream": true, "priority": 2,
+            "stream_options": {"include_usage": true}});
+        let call =
+            parse_call(Api::Completions, body.to_string().as_bytes(), tiny, &served).unwrap();
+        assert_eq!(call.prompt, vec![1, 2, 3]);
+        assert_eq!((call.max_tokens, call.min_tokens, call.priority), (8, 8, 2));
+        assert!(call.ignore_eos && call.stream && call.include_usage);
+
+        let unknown = json!({"model": "other", "messages": [{"role": "user", "content": "hi"}]});
+        let refused = parse_call(Api::Chat, unknown.to_string().as_bytes(), tiny, &served);
+        assert_eq!(refused.unwrap_err().status(), 404);
+        let oov = json!({"prompt": [tiny.model.vocab], "stream": true});
+        let refused =
+            parse_call(Api::Completions, oov.to_string().as_bytes(), tiny, &served).unwrap_err();
+        assert_eq!(refused.status(), 200);
+        let too_long = json!({"prompt": "a", "max_tokens": 10_000_000});
+        let refused = parse_call(
+            Api::Completions,
+            too_long.to_string().as_bytes(),
+            tiny,
+            &served,
+        )
+        .unwrap_err();
+        assert!(
+            refused.message().contains("maximum context length"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn fault_draws_hit_the_requested_rate() {
+        let faults = SimFaults {
+            fail_rate: Fraction(0.1),
+            ..SimFaults::default()
+        };
+        let hits = (0..10_000)
+            .filter(|&i| fault_draw(&faults, 9, RequestId(i), 8) == Faulted::Fail)
+            .count();
+        assert!((900..1100).contains(&hits), "{hits}");
+    }
+}
