@@ -262,13 +262,209 @@ pub enum SimRouter {
     PrefixAffinity,
 }
 
+impl SimServing {
+    /// True when no knob that changes the engine is set: the preset serves
+    /// as it is, on one replica. `virtual`, `network-overhead` (how the
+    /// engine is driven) and `calibrated` (a note) do not count, nor does
+    /// `router=` of a single replica, which has nothing to route between.
+    pub fn is_default_serving(&self) -> bool {
+        self.max_num_seqs.is_none()
+            && self.max_batched_tokens.is_none()
+            && self.kv_cache_tokens.is_none()
+            && self.gpu_memory_utilization.is_none()
+            && self.prefix_caching.is_none()
+            && self.chunked_prefill.is_none()
+            && self.tensor_parallel.is_none()
+            && self.compute_efficiency.is_none()
+            && self.memory_efficiency.is_none()
+            && self.step_overhead.is_none()
+            && self.per_seq_overhead.is_none()
+            && self.replicas == 1
+    }
+
+    /// The knobs that are set, one line each as the `sim { }` block writes
+    /// them (`max-num-seqs 512`, `replicas 2 router=least-loaded`,
+    /// `prefix-caching #false`), in declaration order; empty for a preset
+    /// run as it is. For cards.
+    pub fn describe(&self) -> Vec<String> {
+        fn secs(d: Duration) -> String {
+            format!("\"{}\"", super::units::format_secs(d.as_secs_f64()))
+        }
+        let mut lines = Vec::new();
+        let mut line = |knob: &str, value: Option<String>| {
+            if let Some(value) = value {
+                lines.push(format!("{knob} {value}"));
+            }
+        };
+        let flag = |b: bool| format!("#{b}");
+        line("max-num-seqs", self.max_num_seqs.map(|n| n.to_string()));
+        line(
+            "max-batched-tokens",
+            self.max_batched_tokens.map(|n| n.to_string()),
+        );
+        line(
+            "kv-cache-tokens",
+            self.kv_cache_tokens.map(|n| n.to_string()),
+        );
+        line(
+            "gpu-memory-utilization",
+            self.gpu_memory_utilization.map(|f| f.to_string()),
+        );
+        line("prefix-caching", self.prefix_caching.map(flag));
+        line("chunked-prefill", self.chunked_prefill.map(flag));
+        line(
+            "tensor-parallel",
+            self.tensor_parallel.map(|n| n.to_string()),
+        );
+        line(
+            "compute-efficiency",
+            self.compute_efficiency.map(|f| f.to_string()),
+        );
+        line(
+            "memory-efficiency",
+            self.memory_efficiency.map(|f| f.to_string()),
+        );
+        line("step-overhead", self.step_overhead.map(secs));
+        line("per-seq-overhead", self.per_seq_overhead.map(secs));
+        let router = if self.router == SimRouter::default() {
+            String::new()
+        } else {
+            format!(" router={}", self.router.as_str())
+        };
+        line(
+            "replicas",
+            (self.replicas != 1 || !router.is_empty())
+                .then(|| format!("{}{router}", self.replicas)),
+        );
+        line("virtual", self.virtual_time.then(|| flag(true)));
+        line(
+            "network-overhead",
+            (!self.network_overhead.is_zero()).then(|| secs(self.network_overhead)),
+        );
+        line(
+            "calibrated",
+            self.calibrated.as_ref().map(|c| format!("{c:?}")),
+        );
+        lines
+    }
+}
+
 impl SimRouter {
+    /// Every router, in the order the language lists them.
+    pub const ALL: [SimRouter; 3] = [
+        SimRouter::RoundRobin,
+        SimRouter::LeastLoaded,
+        SimRouter::PrefixAffinity,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             SimRouter::RoundRobin => "round-robin",
             SimRouter::LeastLoaded => "least-loaded",
             SimRouter::PrefixAffinity => "prefix-affinity",
         }
+    }
+
+    /// The router written `name` in a file (`router=least-loaded`).
+    pub fn from_name(name: &str) -> Option<SimRouter> {
+        SimRouter::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod sim_serving_tests {
+    use super::*;
+
+    #[test]
+    fn a_preset_as_it_is_describes_nothing() {
+        let serving = SimServing::default();
+        assert!(serving.is_default_serving());
+        assert!(serving.describe().is_empty());
+    }
+
+    #[test]
+    fn how_the_engine_is_driven_is_not_a_serving_change() {
+        let serving = SimServing {
+            virtual_time: true,
+            network_overhead: Duration::from_micros(300),
+            calibrated: Some("runs/lv: TTFT p50 +3%".into()),
+            router: SimRouter::LeastLoaded,
+            ..SimServing::default()
+        };
+        assert!(serving.is_default_serving());
+        assert_eq!(
+            serving.describe(),
+            [
+                "replicas 1 router=least-loaded",
+                "virtual #true",
+                "network-overhead \"300us\"",
+                "calibrated \"runs/lv: TTFT p50 +3%\"",
+            ]
+        );
+        for changed in [
+            SimServing {
+                replicas: 2,
+                ..SimServing::default()
+            },
+            SimServing {
+                prefix_caching: Some(true),
+                ..SimServing::default()
+            },
+            SimServing {
+                per_seq_overhead: Some(Duration::ZERO),
+                ..SimServing::default()
+            },
+        ] {
+            assert!(!changed.is_default_serving(), "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn every_knob_is_described_in_declaration_order() {
+        let serving = SimServing {
+            max_num_seqs: Some(512),
+            max_batched_tokens: Some(16384),
+            kv_cache_tokens: Some(400_000),
+            gpu_memory_utilization: Some(0.95),
+            prefix_caching: Some(false),
+            chunked_prefill: Some(false),
+            tensor_parallel: Some(2),
+            compute_efficiency: Some(0.55),
+            memory_efficiency: Some(0.75),
+            step_overhead: Some(Duration::from_micros(1200)),
+            per_seq_overhead: Some(Duration::from_micros(12)),
+            replicas: 2,
+            router: SimRouter::default(),
+            virtual_time: false,
+            network_overhead: Duration::ZERO,
+            calibrated: None,
+        };
+        assert!(!serving.is_default_serving());
+        assert_eq!(
+            serving.describe(),
+            [
+                "max-num-seqs 512",
+                "max-batched-tokens 16384",
+                "kv-cache-tokens 400000",
+                "gpu-memory-utilization 0.95",
+                "prefix-caching #false",
+                "chunked-prefill #false",
+                "tensor-parallel 2",
+                "compute-efficiency 0.55",
+                "memory-efficiency 0.75",
+                "step-overhead \"1.2ms\"",
+                "per-seq-overhead \"12us\"",
+                "replicas 2",
+            ]
+        );
+    }
+
+    #[test]
+    fn routers_by_name() {
+        for router in SimRouter::ALL {
+            assert_eq!(SimRouter::from_name(router.as_str()), Some(router));
+        }
+        assert_eq!(SimRouter::from_name("least_loaded"), None);
     }
 }
 

@@ -539,6 +539,129 @@ pub(crate) fn check_preset(preset: &str) -> Vec<Issue> {
     vec![Issue::new(At::Arg(0), format!("unknown sim preset `{preset}`")).help(help)]
 }
 
+// ------------------------------------------------------------ sim knobs
+
+/// Most engines one `sim` target may run behind its endpoint.
+pub(crate) const MAX_SIM_REPLICAS: u64 = 64;
+
+/// A `sim` knob that counts sequences, tokens or GPUs: at least 1.
+pub(crate) fn check_sim_count(knob: &str, value: u64) -> Vec<Issue> {
+    if value >= 1 {
+        return Vec::new();
+    }
+    vec![
+        Issue::new(
+            At::Value,
+            format!("`{knob}` must be at least 1, got {value}"),
+        )
+        .help(format!("leave `{knob}` out to keep the preset's value")),
+    ]
+}
+
+/// `replicas N`: 1 to [`MAX_SIM_REPLICAS`] engines.
+pub(crate) fn check_sim_replicas(replicas: u64) -> Vec<Issue> {
+    if replicas == 0 {
+        vec![
+            Issue::new(At::Value, "`replicas` must be at least 1, got 0").help(
+                "a sim target is one engine unless told otherwise; leave `replicas` out for one",
+            ),
+        ]
+    } else if replicas > MAX_SIM_REPLICAS {
+        vec![
+            Issue::new(
+                At::Value,
+                format!("`replicas` must be at most {MAX_SIM_REPLICAS}, got {replicas}"),
+            )
+            .help(format!("{MAX_SIM_REPLICAS} engines are plenty to see how a router spreads the load; for a fleet, measure one replica and let `sizing` count the replicas")),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `compute-efficiency`, `memory-efficiency`, `gpu-memory-utilization`:
+/// shares in (0, 1].
+pub(crate) fn check_sim_share(knob: &str, value: f64) -> Vec<Issue> {
+    if value.is_finite() && value > 0.0 && value <= 1.0 {
+        return Vec::new();
+    }
+    let meaning = match knob {
+        "compute-efficiency" => "the achieved share of the GPU's peak FLOP/s",
+        "memory-efficiency" => "the achieved share of the GPU's peak memory bandwidth",
+        _ => "the share of GPU memory the engine may take for weights and KV cache",
+    };
+    // 95 was meant as 95%; 1.5 is a share beyond the peak, not 1.5%.
+    let help = if (5.0..=100.0).contains(&value) {
+        format!(
+            "`{knob}` is {meaning}, a number up to 1: for {value}% write {}",
+            value / 100.0
+        )
+    } else if value > 1.0 {
+        format!("`{knob}` is {meaning}: it cannot exceed 1")
+    } else {
+        format!("`{knob}` is {meaning}, a number up to 1, e.g. 0.5")
+    };
+    vec![
+        Issue::new(
+            At::Value,
+            format!("`{knob}` must be greater than 0 and at most 1, got {value}"),
+        )
+        .help(help),
+    ]
+}
+
+/// `router=NAME` of `replicas` naming no router.
+pub(crate) fn unknown_router_issue(name: &str) -> Issue {
+    let names = SimRouter::ALL.map(SimRouter::as_str);
+    let known = format!("routers: {}", backticked(&names));
+    let help = match did_you_mean(name, &names) {
+        Some(near) => format!("did you mean `{near}`? {known}"),
+        None => known,
+    };
+    Issue::new(prop("router"), format!("unknown router `{name}`")).help(help)
+}
+
+/// `network-overhead` on a sim that runs in real time.
+pub(crate) fn network_overhead_without_virtual() -> Issue {
+    Issue::new(At::Value, "`network-overhead` needs `virtual #true`").help(
+        "it is added only on the engine's own clock; in real time the requests cross the real network; add `virtual #true` or remove the line",
+    )
+}
+
+/// Every range of a [`SimServing`], for experiments built in code.
+pub(crate) fn check_sim_serving(serving: &SimServing) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let counts = [
+        ("max-num-seqs", serving.max_num_seqs.map(u64::from)),
+        (
+            "max-batched-tokens",
+            serving.max_batched_tokens.map(u64::from),
+        ),
+        ("kv-cache-tokens", serving.kv_cache_tokens),
+        ("tensor-parallel", serving.tensor_parallel.map(u64::from)),
+    ];
+    for (knob, value) in counts {
+        if let Some(value) = value {
+            issues.extend(check_sim_count(knob, value));
+        }
+    }
+    issues.extend(check_sim_replicas(u64::from(serving.replicas)));
+    let shares = [
+        ("gpu-memory-utilization", serving.gpu_memory_utilization),
+        ("compute-efficiency", serving.compute_efficiency),
+        ("memory-efficiency", serving.memory_efficiency),
+    ];
+    for (knob, value) in shares {
+        if let Some(value) = value {
+            issues.extend(check_sim_share(knob, value));
+        }
+    }
+    if !serving.virtual_time && !serving.network_overhead.is_zero() {
+        issues.push(network_overhead_without_virtual());
+    }
+    issues
+}
+
 /// `endpoint`: an http(s) base URL with a host.
 pub(crate) fn check_endpoint(url: &str) -> Vec<Issue> {
     let rest = url
@@ -903,7 +1026,11 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
         let cx = format!("target `{}`", target.name);
         match &target.kind {
             TargetKind::Endpoint { base_url } => report(cx.clone(), check_endpoint(base_url)),
-            TargetKind::Sim { preset, faults, .. } => {
+            TargetKind::Sim {
+                preset,
+                faults,
+                serving,
+            } => {
                 report(cx.clone(), check_preset(preset));
                 report(
                     cx.clone(),
@@ -913,6 +1040,7 @@ pub fn validate(experiment: &Experiment) -> Result<(), ConfigError> {
                     cx.clone(),
                     check_fraction(prop("cut-rate"), "`cut-rate`", faults.cut_rate),
                 );
+                report(format!("{cx}, sim"), check_sim_serving(serving));
             }
         }
         if let Some(env) = &target.api_key_env {
@@ -1348,6 +1476,57 @@ mod tests {
             near.help
                 .unwrap()
                 .starts_with("did you mean `h100-llama3-8b`?")
+        );
+    }
+
+    #[test]
+    fn sim_knob_ranges() {
+        assert!(check_sim_serving(&SimServing::default()).is_empty());
+        assert!(check_sim_count("max-num-seqs", 1).is_empty());
+        assert_eq!(check_sim_count("max-num-seqs", 0)[0].at, At::Value);
+        assert!(check_sim_replicas(64).is_empty());
+        assert_eq!(check_sim_replicas(0).len(), 1);
+        assert!(
+            check_sim_replicas(65)[0]
+                .help
+                .as_deref()
+                .unwrap()
+                .contains("plenty")
+        );
+        assert!(check_sim_share("compute-efficiency", 1.0).is_empty());
+        let help = |v: f64| {
+            check_sim_share("compute-efficiency", v)[0]
+                .help
+                .clone()
+                .unwrap()
+        };
+        assert!(help(55.0).ends_with("for 55% write 0.55"), "{}", help(55.0));
+        assert!(help(1.5).ends_with("it cannot exceed 1"), "{}", help(1.5));
+        assert!(help(0.0).ends_with("e.g. 0.5"), "{}", help(0.0));
+        assert_eq!(check_sim_share("memory-efficiency", -0.1).len(), 1);
+        assert_eq!(
+            check_sim_share("gpu-memory-utilization", f64::INFINITY).len(),
+            1
+        );
+        let virtual_overhead = SimServing {
+            virtual_time: true,
+            network_overhead: Duration::from_millis(1),
+            ..SimServing::default()
+        };
+        assert!(check_sim_serving(&virtual_overhead).is_empty());
+        let real_overhead = SimServing {
+            virtual_time: false,
+            ..virtual_overhead
+        };
+        assert_eq!(
+            check_sim_serving(&real_overhead)[0].message,
+            "`network-overhead` needs `virtual #true`"
+        );
+        assert!(
+            unknown_router_issue("least")
+                .help
+                .unwrap()
+                .starts_with("did you mean `least-loaded`?")
         );
     }
 

@@ -1058,3 +1058,206 @@ fn validate_checks_mixes_of_experiments_built_in_code() {
         ]
     );
 }
+
+// ------------------------------------------------------------------ sim knobs
+
+/// One `sim` target named `knobs` on the tiny preset with `knobs` in its block.
+fn with_sim_knobs(knobs: &str) -> String {
+    with_base(&format!(
+        "target \"knobs\" {{\n    sim tiny {{\n{knobs}    }}\n}}\n"
+    ))
+}
+
+#[test]
+fn sim_knobs_decode_to_the_expected_serving() {
+    use capcard::config::{SimFaults, SimRouter, SimServing};
+    let path = Path::new("tests/it/config_cases/sim_knobs.kdl");
+    let experiment = config::load(path).unwrap_or_else(|err| panic!("{}", render(&err)));
+    config::validate(&experiment).unwrap_or_else(|err| panic!("{}", render(&err)));
+    let TargetKind::Sim {
+        preset, serving, ..
+    } = &experiment.targets[0].kind
+    else {
+        panic!("a sim target, got {:?}", experiment.targets[0].kind)
+    };
+    assert_eq!(preset, "h100-llama3-8b");
+    let expected = SimServing {
+        max_num_seqs: Some(512),
+        max_batched_tokens: Some(16384),
+        kv_cache_tokens: Some(400_000),
+        gpu_memory_utilization: Some(0.95),
+        prefix_caching: Some(false),
+        chunked_prefill: Some(false),
+        tensor_parallel: Some(2),
+        compute_efficiency: Some(0.55),
+        memory_efficiency: Some(0.75),
+        step_overhead: Some(Duration::from_micros(1200)),
+        per_seq_overhead: Some(Duration::from_micros(12)),
+        replicas: 2,
+        router: SimRouter::LeastLoaded,
+        virtual_time: true,
+        network_overhead: Duration::from_micros(300),
+        calibrated: Some("runs/lv: TTFT p50 +3%, ITL p50 -2%".into()),
+    };
+    assert_eq!(serving, &expected);
+
+    // An empty block is the preset as it is, beside the fault properties.
+    let TargetKind::Sim {
+        faults, serving, ..
+    } = &experiment.targets[1].kind
+    else {
+        panic!("a sim target, got {:?}", experiment.targets[1].kind)
+    };
+    assert_eq!(faults.fail_rate, config::Fraction(0.01));
+    assert_eq!(
+        faults,
+        &SimFaults {
+            fail_rate: config::Fraction(0.01),
+            ..SimFaults::default()
+        }
+    );
+    assert!(serving.is_default_serving());
+    assert_eq!(serving, &SimServing::default());
+
+    // What a card prints of the knobs reads back as the same knobs.
+    let knobs: String = expected
+        .describe()
+        .iter()
+        .map(|line| format!("        {line}\n"))
+        .collect();
+    let reread = config::parse(&with_sim_knobs(&knobs), Path::new("describe.kdl"))
+        .unwrap_or_else(|err| panic!("{knobs}\n{}", render(&err)));
+    let TargetKind::Sim { serving, .. } = &reread.targets[1].kind else {
+        panic!("a sim target")
+    };
+    assert_eq!(serving, &expected);
+}
+
+#[test]
+fn sim_percentages_and_defaults_of_the_knobs() {
+    let experiment = config::parse(
+        &with_sim_knobs(
+            "        compute-efficiency \"55%\"\n        replicas 3\n        virtual #false\n",
+        ),
+        Path::new("pct.kdl"),
+    )
+    .unwrap_or_else(|err| panic!("{}", render(&err)));
+    let TargetKind::Sim { serving, .. } = &experiment.targets[1].kind else {
+        panic!("a sim target")
+    };
+    assert_eq!(serving.compute_efficiency, Some(0.55));
+    assert_eq!(serving.replicas, 3);
+    assert_eq!(serving.router, config::SimRouter::RoundRobin);
+    assert!(!serving.virtual_time);
+    assert_eq!(
+        serving.describe(),
+        ["compute-efficiency 0.55", "replicas 3"]
+    );
+}
+
+#[test]
+fn sim_unknown_knob_suggests_the_near_name_and_lists_the_knobs() {
+    insta::assert_snapshot!(errors(
+        "sim-knobs.kdl",
+        &with_sim_knobs(
+            "        max-num-seq 512\n        router least-loaded\n        batch-size 64\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_counts_must_be_whole_and_at_least_one() {
+    insta::assert_snapshot!(errors(
+        "sim-counts.kdl",
+        &with_sim_knobs(
+            "        max-num-seqs 0\n        kv-cache-tokens \"400000\"\n        tensor-parallel 1.5\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_efficiency_out_of_range() {
+    insta::assert_snapshot!(errors(
+        "sim-efficiency.kdl",
+        &with_sim_knobs(
+            "        compute-efficiency 1.5\n        memory-efficiency 0\n        gpu-memory-utilization 95\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_zero_or_too_many_replicas() {
+    insta::assert_snapshot!(errors(
+        "sim-replicas.kdl",
+        &with_base(
+            "target \"none\" { sim tiny { replicas 0; }; }\ntarget \"fleet\" { sim tiny { replicas 500 router=least-loaded; }; }\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_unknown_router() {
+    insta::assert_snapshot!(errors(
+        "sim-router.kdl",
+        &with_base(
+            "target \"a\" { sim tiny { replicas 2 router=least-load; }; }\ntarget \"b\" { sim tiny { replicas 2 router=random; }; }\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_network_overhead_without_virtual_time() {
+    insta::assert_snapshot!(errors(
+        "sim-network.kdl",
+        &with_base(
+            "target \"a\" { sim tiny { network-overhead \"0.3ms\"; }; }\ntarget \"b\" { sim tiny { virtual #false; network-overhead \"1ms\"; }; }\n"
+        )
+    ));
+}
+
+#[test]
+fn sim_overheads_are_durations() {
+    insta::assert_snapshot!(errors(
+        "sim-overheads.kdl",
+        &with_sim_knobs("        step-overhead \"-1ms\"\n        per-seq-overhead 12\n")
+    ));
+}
+
+#[test]
+fn sim_duplicate_knob() {
+    insta::assert_snapshot!(errors(
+        "sim-twice.kdl",
+        &with_sim_knobs("        max-num-seqs 256\n        replicas 2\n        max-num-seqs 512\n")
+    ));
+}
+
+#[test]
+fn validate_checks_sim_serving_of_experiments_built_in_code() {
+    use capcard::config::SimServing;
+    let mut experiment = config::parse(&with_base(""), Path::new("v.kdl")).unwrap();
+    let TargetKind::Sim { serving, .. } = &mut experiment.targets[0].kind else {
+        panic!("a sim target")
+    };
+    *serving = SimServing {
+        max_num_seqs: Some(0),
+        kv_cache_tokens: Some(0),
+        compute_efficiency: Some(0.0),
+        gpu_memory_utilization: Some(f64::NAN),
+        replicas: 65,
+        network_overhead: Duration::from_millis(1),
+        ..SimServing::default()
+    };
+    let err = config::validate(&experiment).unwrap_err();
+    let messages: Vec<&str> = err.diagnostics().iter().map(|d| d.message()).collect();
+    assert_eq!(
+        messages,
+        [
+            "target `sim`, sim: `max-num-seqs` must be at least 1, got 0",
+            "target `sim`, sim: `kv-cache-tokens` must be at least 1, got 0",
+            "target `sim`, sim: `replicas` must be at most 64, got 65",
+            "target `sim`, sim: `gpu-memory-utilization` must be greater than 0 and at most 1, got NaN",
+            "target `sim`, sim: `compute-efficiency` must be greater than 0 and at most 1, got 0",
+            "target `sim`, sim: `network-overhead` needs `virtual #true`",
+        ]
+    );
+}

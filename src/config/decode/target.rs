@@ -1,6 +1,6 @@
 //! The `target` block: one replica to measure, either a running server
-//! (`endpoint`) or the built-in engine (`sim`), with the request options and
-//! card metadata that go with it.
+//! (`endpoint`) or the built-in engine (`sim`, with its `{ knobs }`), with the
+//! request options and card metadata that go with it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,11 +9,12 @@ use kdl::{KdlEntry, KdlNode, KdlValue};
 
 use super::values::found;
 use super::{Decoder, Once, OneOf, children, span_of_name, value_span};
-use crate::config::diag::backticked;
+use crate::config::diag::{backticked, did_you_mean};
 use crate::config::model::{
-    Api, Cost, HeaderSpec, HeaderValueSpec, MetricsSource, SimFaults, Target, TargetKind,
-    TokenizerSpec,
+    Api, Cost, HeaderSpec, HeaderValueSpec, MetricsSource, SimFaults, SimRouter, SimServing,
+    Target, TargetKind, TokenizerSpec,
 };
+use crate::config::units;
 use crate::config::validate as rules;
 
 const TARGET_CHILDREN: &[&str] = &[
@@ -36,6 +37,26 @@ const TARGET_CHILDREN: &[&str] = &[
 /// Target children that may repeat (all others at most once).
 const TARGET_REPEATABLE: &[&str] = &["header"];
 const APIS: &[&str] = &["chat", "completions"];
+const SIM_USAGE: &str =
+    "sim h100-llama3-8b [fail-rate=0.01] [cut-rate=0.01] [stall=\"2s\"] [{ knobs }]";
+/// The children of `sim`, in the order of [`SimServing`]'s fields.
+const SIM_KNOBS: &[&str] = &[
+    "max-num-seqs",
+    "max-batched-tokens",
+    "kv-cache-tokens",
+    "gpu-memory-utilization",
+    "prefix-caching",
+    "chunked-prefill",
+    "tensor-parallel",
+    "compute-efficiency",
+    "memory-efficiency",
+    "step-overhead",
+    "per-seq-overhead",
+    "replicas",
+    "virtual",
+    "network-overhead",
+    "calibrated",
+];
 
 impl Decoder {
     pub(super) fn target(&mut self, node: &KdlNode) -> Option<Target> {
@@ -361,8 +382,7 @@ impl Decoder {
     }
 
     fn sim(&mut self, node: &KdlNode) -> Option<TargetKind> {
-        let usage = "sim h100-llama3-8b [fail-rate=0.01] [cut-rate=0.01] [stall=\"2s\"]";
-        self.no_children(node, usage);
+        let usage = SIM_USAGE;
         let entries = self.entries(node, 1, &["fail-rate", "cut-rate", "stall"], usage);
         let mut ok = true;
         let preset = match entries.args.first() {
@@ -401,12 +421,195 @@ impl Decoder {
                 None => ok = false,
             }
         }
-        let preset = preset?;
+        let serving = self.sim_serving(node);
+        let (preset, serving) = (preset?, serving?);
         ok.then_some(TargetKind::Sim {
             preset,
             faults,
-            serving: Default::default(),
+            serving,
         })
+    }
+
+    /// The `{ knobs }` block of `sim`: serving parameters that override the
+    /// preset's, replicas behind one endpoint, and virtual time.
+    fn sim_serving(&mut self, node: &KdlNode) -> Option<SimServing> {
+        let mut serving = SimServing::default();
+        let mut once = Once::default();
+        let mut ok = true;
+        // `network-overhead` is checked against `virtual` once both are read;
+        // a broken `virtual` line is reported on its own, not again here.
+        let (mut network_overhead, mut virtual_broken) = (None, false);
+        for child in children(node) {
+            let knob = child.name().value();
+            if !SIM_KNOBS.contains(&knob) {
+                self.unknown_knob(child);
+                ok = false;
+                continue;
+            }
+            if !self.once(&mut once, child) {
+                ok = false;
+                continue;
+            }
+            let value = match knob {
+                "max-num-seqs" => self
+                    .sim_count(child, "max-num-seqs 256", u32::MAX.into())
+                    .map(|n| serving.max_num_seqs = Some(n as u32)),
+                "max-batched-tokens" => self
+                    .sim_count(child, "max-batched-tokens 8192", u32::MAX.into())
+                    .map(|n| serving.max_batched_tokens = Some(n as u32)),
+                "kv-cache-tokens" => self
+                    .sim_count(child, "kv-cache-tokens 400000", u64::MAX)
+                    .map(|n| serving.kv_cache_tokens = Some(n)),
+                "tensor-parallel" => self
+                    .sim_count(child, "tensor-parallel 2", u32::MAX.into())
+                    .map(|n| serving.tensor_parallel = Some(n as u32)),
+                "gpu-memory-utilization" => self
+                    .sim_share(child, "gpu-memory-utilization 0.9")
+                    .map(|f| serving.gpu_memory_utilization = Some(f)),
+                "compute-efficiency" => self
+                    .sim_share(child, "compute-efficiency 0.55")
+                    .map(|f| serving.compute_efficiency = Some(f)),
+                "memory-efficiency" => self
+                    .sim_share(child, "memory-efficiency 0.75")
+                    .map(|f| serving.memory_efficiency = Some(f)),
+                "prefix-caching" => self
+                    .sim_flag(child, "prefix-caching #false")
+                    .map(|b| serving.prefix_caching = Some(b)),
+                "chunked-prefill" => self
+                    .sim_flag(child, "chunked-prefill #false")
+                    .map(|b| serving.chunked_prefill = Some(b)),
+                "virtual" => {
+                    let flag =
+                        self.sim_flag(child, "virtual #true   // run on the engine's own clock");
+                    virtual_broken = flag.is_none();
+                    flag.map(|b| serving.virtual_time = b)
+                }
+                "step-overhead" => self
+                    .sim_duration(child, "step-overhead \"1.2ms\"")
+                    .map(|d| serving.step_overhead = Some(d)),
+                "per-seq-overhead" => self
+                    .sim_duration(child, "per-seq-overhead \"12us\"")
+                    .map(|d| serving.per_seq_overhead = Some(d)),
+                "network-overhead" => self
+                    .sim_duration(child, "network-overhead \"0.3ms\"   // with virtual #true")
+                    .map(|d| {
+                        serving.network_overhead = d;
+                        network_overhead = Some(child);
+                    }),
+                "replicas" => self.sim_replicas(child).map(|(replicas, router)| {
+                    serving.replicas = replicas;
+                    serving.router = router;
+                }),
+                "calibrated" => {
+                    let usage = "calibrated \"runs/lv: TTFT p50 +3%, ITL p50 -2%\"";
+                    self.single(child, usage)
+                        .and_then(|e| self.string(e, "calibrated", usage))
+                        .map(|c| serving.calibrated = Some(c))
+                }
+                _ => unreachable!("every name of SIM_KNOBS is decoded above"),
+            };
+            ok &= value.is_some();
+        }
+        if let Some(child) = network_overhead
+            && !serving.virtual_time
+            && !virtual_broken
+        {
+            self.issues(child, vec![rules::network_overhead_without_virtual()]);
+            ok = false;
+        }
+        ok.then_some(serving)
+    }
+
+    /// A child of `sim` that is no knob: the near name if there is one, and
+    /// always the list, since the knobs are many and look alike.
+    fn unknown_knob(&mut self, child: &KdlNode) {
+        let name = child.name().value();
+        let known = format!("the knobs of `sim`: {}", backticked(SIM_KNOBS));
+        let help = if name == "router" {
+            "the router is a property of `replicas`: `replicas 2 router=least-loaded`".to_string()
+        } else {
+            match did_you_mean(name, SIM_KNOBS) {
+                Some(near) => format!("did you mean `{near}`? {known}"),
+                None => known,
+            }
+        };
+        self.error(
+            span_of_name(child),
+            "unknown knob",
+            format!("unknown node `{name}` in `sim`"),
+            Some(help),
+        );
+    }
+
+    /// `max-num-seqs 256`: a whole number of at least 1.
+    fn sim_count(&mut self, child: &KdlNode, usage: &str, max: u64) -> Option<u64> {
+        let knob = child.name().value();
+        self.single(child, usage)
+            .and_then(|e| self.whole(e, knob, usage, max))
+            .filter(|n| self.issues(child, rules::check_sim_count(knob, *n)))
+    }
+
+    /// `compute-efficiency 0.55` (or `"55%"`): a share in (0, 1].
+    fn sim_share(&mut self, child: &KdlNode, usage: &str) -> Option<f64> {
+        let knob = child.name().value();
+        let entry = self.single(child, usage)?;
+        let value = match entry.value() {
+            KdlValue::String(s) if s.trim_end().ends_with('%') => match units::parse_percent(s) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.error(
+                        value_span(entry),
+                        "invalid percentage",
+                        format!("invalid percentage for `{knob}`: {}", e.message),
+                        Some(e.help),
+                    );
+                    return None;
+                }
+            },
+            _ => self.number(entry, knob, usage)?,
+        };
+        self.issues(child, rules::check_sim_share(knob, value))
+            .then_some(value)
+    }
+
+    fn sim_flag(&mut self, child: &KdlNode, usage: &str) -> Option<bool> {
+        let knob = child.name().value();
+        self.single(child, usage)
+            .and_then(|e| self.boolean(e, knob, usage))
+    }
+
+    fn sim_duration(&mut self, child: &KdlNode, usage: &str) -> Option<Duration> {
+        let knob = child.name().value();
+        self.single(child, usage)
+            .and_then(|e| self.duration(e, knob))
+    }
+
+    /// `replicas 2 [router=least-loaded]`.
+    fn sim_replicas(&mut self, child: &KdlNode) -> Option<(u32, SimRouter)> {
+        let usage = "replicas 2 router=least-loaded   // router: round-robin (default) | least-loaded | prefix-affinity";
+        self.no_children(child, usage);
+        let entries = self.entries(child, 1, &["router"], usage);
+        let replicas = match entries.args.first() {
+            Some(entry) => self
+                .whole(entry, "replicas", usage, u64::MAX)
+                .filter(|n| self.issues(child, rules::check_sim_replicas(*n))),
+            None => {
+                self.missing_value(child, usage);
+                None
+            }
+        };
+        let router = match entries.prop("router") {
+            Some(entry) => self.string(entry, "router", usage).and_then(|name| {
+                let router = SimRouter::from_name(&name);
+                if router.is_none() {
+                    self.issues(child, vec![rules::unknown_router_issue(&name)]);
+                }
+                router
+            }),
+            None => Some(SimRouter::default()),
+        };
+        // At most MAX_SIM_REPLICAS, checked above.
+        Some((replicas? as u32, router?))
     }
 
     fn cost(&mut self, node: &KdlNode) -> Option<Cost> {
