@@ -143,7 +143,29 @@ pub enum Command {
         /// model, listed by /v1/models); repeatable.
         #[arg(long = "adapter", value_name = "NAME")]
         adapters: Vec<String>,
+        /// Engines behind the one endpoint (a small virtual cluster).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        replicas: u32,
+        /// How requests are spread over the replicas: round-robin,
+        /// least-loaded or prefix-affinity.
+        #[arg(long, default_value = "round-robin", value_name = "POLICY", value_parser = parse_router)]
+        router: crate::config::SimRouter,
     },
+}
+
+/// `--router`: a [`SimRouter`](crate::config::SimRouter) by its KDL name.
+fn parse_router(text: &str) -> Result<crate::config::SimRouter, String> {
+    use crate::config::SimRouter;
+    [
+        SimRouter::RoundRobin,
+        SimRouter::LeastLoaded,
+        SimRouter::PrefixAffinity,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == text)
+    .ok_or_else(|| {
+        format!("unknown router `{text}` (round-robin, least-loaded or prefix-affinity)")
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -92,13 +92,19 @@ fn main() -> ExitCode {
             stall,
             seed,
             adapters,
+            replicas,
+            router,
         } => {
             if list {
                 print!("{}", sim::presets::describe_all());
                 return ExitCode::SUCCESS;
             }
             let config = match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed)
-                .map(|c| c.with_adapters(adapters))
+                .map(|c| {
+                    c.with_adapters(adapters)
+                        .with_replicas(replicas)
+                        .with_router(router)
+                })
             {
                 Ok(c) => c,
                 Err(message) => {

@@ -937,13 +937,16 @@ async fn prepare_target(
     let headers = resolve_headers(target)?;
     let (base_url, server) = match &target.kind {
         TargetKind::Endpoint { base_url } => (base_url.trim_end_matches('/').to_string(), None),
-        TargetKind::Sim { preset, faults, .. } => {
-            let Some(preset) = sim::presets::find(preset) else {
-                return Err(RunError::Sim {
+        TargetKind::Sim {
+            preset,
+            faults,
+            serving,
+        } => {
+            let config =
+                sim::SimConfig::for_target(preset, serving).map_err(|e| RunError::Sim {
                     target: target.name.clone(),
-                    message: format!("unknown preset {preset}"),
-                });
-            };
+                    message: e.to_string(),
+                })?;
             // A mix class's `model` (a LoRA adapter's name, say) is served
             // beside the base model, as a real server with the adapter
             // loaded would.
@@ -955,7 +958,7 @@ async fn prepare_target(
                 .collect();
             adapters.sort();
             adapters.dedup();
-            let config = sim::SimConfig::new(preset)
+            let config = config
                 .with_faults(faults.clone())
                 .with_adapters(adapters)
                 .with_seed(seed);

@@ -23,6 +23,24 @@
 //! 3. the step's time comes from the roofline ([`super::cost`]); every
 //!    sequence whose context becomes fully computed samples one token.
 //!
+//! Two of the preset's switches change this, as vLLM's flags do:
+//! - `prefix_caching` off (`--no-enable-prefix-caching`): no lookups, no
+//!   hits, no block registered, so every prompt (and every preempted
+//!   sequence) is computed in full; the prefix-cache counters stay at 0, as
+//!   vLLM records none when caching is disabled;
+//! - `chunked_prefill` off: a prefill is never split. A waiting request is
+//!   admitted only with its whole remaining prompt (after cache hits) in
+//!   what is left of the step's token budget; the first that does not fit
+//!   stops admission. So that it is not held back by the running decodes
+//!   for as long as they run (or forever, when the prompt is longer than the
+//!   whole budget: vLLM refuses to start without chunking unless
+//!   `max-num-batched-tokens ≥ max-model-len`), the head of the queue whose
+//!   prompt does not fit beside the running sequences' tokens gets a step
+//!   of its own, as soon as a seat is free and its blocks can be had
+//!   without preempting: that step is its whole prefill alone, and the
+//!   running sequences wait behind it (one long inter-token gap: vLLM V0's
+//!   prefill-first behaviour, which chunked prefill exists to avoid).
+//!
 //! Everything a step decides is applied at once and its tokens are stamped
 //! at the step's end (`now + duration`). Generated tokens are seeded by
 //! (engine seed, request id, position), so the same seed and the same
@@ -221,7 +239,11 @@ impl Engine {
             return Err(SubmitError::DuplicateId(req.id.0));
         }
         let block_size = self.preset.block_size as usize;
-        let hashes = block_hashes(&req.prompt, block_size);
+        let hashes = if self.preset.prefix_caching {
+            block_hashes(&req.prompt, block_size)
+        } else {
+            Vec::new()
+        };
         let prompt_len = req.prompt.len() as u32;
         let mut tokens = req.prompt;
         tokens.reserve(req.max_tokens as usize);
@@ -287,6 +309,28 @@ impl Engine {
         self.steps
     }
 
+    /// Requests in the engine, running and waiting (what a least-loaded
+    /// router compares).
+    pub fn load(&self) -> usize {
+        self.running.len() + self.waiting.len()
+    }
+
+    /// Tokens of the longest cached prefix of `prompt`: what admitting it
+    /// now would reuse (whole blocks, leaving at least one token to
+    /// compute). Read-only; 0 with prefix caching off.
+    pub fn cached_prefix_tokens(&self, prompt: &[u32]) -> u32 {
+        if !self.preset.prefix_caching || prompt.is_empty() {
+            return 0;
+        }
+        let block_size = self.preset.block_size.max(1);
+        let cacheable = (prompt.len() - 1) / block_size as usize;
+        let hashes = block_hashes(
+            &prompt[..cacheable * block_size as usize],
+            block_size as usize,
+        );
+        self.pool.lookup(&hashes).len() as u32 * block_size
+    }
+
     /// Counters, histograms and current gauges.
     pub fn metrics(&self) -> EngineMetrics {
         let mut m = self.metrics.clone();
@@ -336,19 +380,91 @@ impl Engine {
         Some(id)
     }
 
+    /// The cached blocks admitting `seq` now would reuse (none with prefix
+    /// caching off); at least one token is left to compute, to sample from.
+    fn cache_hits(&self, seq: &Seq) -> Vec<BlockId> {
+        if !self.preset.prefix_caching {
+            return Vec::new();
+        }
+        let len = seq.tokens.len() as u32;
+        let cacheable = ((len - 1) / self.preset.block_size) as usize;
+        self.pool
+            .lookup(&seq.hashes[..cacheable.min(seq.hashes.len())])
+    }
+
+    /// Moves the head of the queue to `running`, sharing `hits` and
+    /// allocating blocks for `n` more tokens, if those can be had without
+    /// preempting; returns its index in `running`.
+    fn admit_head(&mut self, hits: Vec<BlockId>, n: u32) -> Option<usize> {
+        let len = self.waiting.front()?.tokens.len() as u32;
+        let computed = hits.len() as u32 * self.preset.block_size;
+        let need = self.blocks_for(computed + n) - hits.len() as u32;
+        let free_after_share = self.pool.num_free() - self.pool.count_unowned(&hits);
+        if need > free_after_share {
+            return None;
+        }
+        let mut seq = self.waiting.pop_front()?;
+        self.pool.share(&hits);
+        let Some(new) = self.pool.allocate(need) else {
+            // Unreachable given the check above; undo and stop admitting.
+            self.pool.release(&hits);
+            self.waiting.push_front(seq);
+            return None;
+        };
+        if self.preset.prefix_caching {
+            self.metrics.prefix_cache_queries += u64::from(len);
+            self.metrics.prefix_cache_hits += u64::from(computed);
+        }
+        seq.registered = hits.len();
+        seq.blocks = hits;
+        seq.blocks.extend(new);
+        seq.computed = computed;
+        self.running.push(seq);
+        Some(self.running.len() - 1)
+    }
+
     /// Runs one step starting at `now`. With no work it returns an empty,
     /// zero-length step.
     pub fn step(&mut self, now: Duration) -> StepOutput {
+        let max_seqs = self.preset.max_num_seqs as usize;
+        let chunked = self.preset.chunked_prefill;
         let mut budget = self.preset.max_num_batched_tokens;
         // (index into running, tokens to compute) for this batch.
         let mut plan: Vec<(usize, u32)> = Vec::with_capacity(self.running.len() + 8);
         let mut preempted = 0u32;
+
+        // 0. Without chunked prefill, a head of the queue whose whole prompt
+        //    does not fit beside the running sequences' tokens is a step of
+        //    its own (see the module docs); the running sequences wait.
+        if !chunked && self.running.len() < max_seqs {
+            if let Some(seq) = self.waiting.front() {
+                let hits = self.cache_hits(seq);
+                let remaining =
+                    seq.tokens.len() as u32 - hits.len() as u32 * self.preset.block_size;
+                let demand: u64 = self
+                    .running
+                    .iter()
+                    .map(|s| u64::from(s.tokens.len() as u32 - s.computed))
+                    .sum();
+                if u64::from(remaining) + demand > u64::from(budget) {
+                    if let Some(i) = self.admit_head(hits, remaining) {
+                        plan.push((i, remaining));
+                        budget = 0;
+                    }
+                }
+            }
+        }
 
         // 1. Running sequences, oldest first.
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let seq = &self.running[i];
             let want = seq.tokens.len() as u32 - seq.computed;
+            if !chunked && want > budget {
+                // Never split without chunking: it waits for a step with room.
+                i += 1;
+                continue;
+            }
             let n = want.min(budget);
             let mut scheduled = true;
             loop {
@@ -379,42 +495,24 @@ impl Engine {
 
         // 2. Waiting requests in queue order, unless this step had to preempt.
         if preempted == 0 {
-            let max_seqs = self.preset.max_num_seqs as usize;
             while budget > 0 && self.running.len() < max_seqs {
                 let Some(seq) = self.waiting.front() else {
                     break;
                 };
-                let len = seq.tokens.len() as u32;
-                // At least one token must be computed to sample from it.
-                let cacheable = ((len - 1) / self.preset.block_size) as usize;
-                let hits = self
-                    .pool
-                    .lookup(&seq.hashes[..cacheable.min(seq.hashes.len())]);
-                let computed = hits.len() as u32 * self.preset.block_size;
-                let n = (len - computed).min(budget);
-                let need = self.blocks_for(computed + n) - hits.len() as u32;
-                let free_after_share = self.pool.num_free() - self.pool.count_unowned(&hits);
-                if need > free_after_share {
-                    break;
-                }
-                let Some(mut seq) = self.waiting.pop_front() else {
+                let hits = self.cache_hits(seq);
+                let remaining =
+                    seq.tokens.len() as u32 - hits.len() as u32 * self.preset.block_size;
+                let n = if chunked {
+                    remaining.min(budget)
+                } else if remaining <= budget {
+                    remaining
+                } else {
+                    break; // the whole prompt or nothing, and no overtaking
+                };
+                let Some(i) = self.admit_head(hits, n) else {
                     break;
                 };
-                self.pool.share(&hits);
-                let Some(new) = self.pool.allocate(need) else {
-                    // Unreachable given the check above; undo and stop admitting.
-                    self.pool.release(&hits);
-                    self.waiting.push_front(seq);
-                    break;
-                };
-                self.metrics.prefix_cache_queries += u64::from(len);
-                self.metrics.prefix_cache_hits += u64::from(computed);
-                seq.registered = hits.len();
-                seq.blocks = hits;
-                seq.blocks.extend(new);
-                seq.computed = computed;
-                self.running.push(seq);
-                plan.push((self.running.len() - 1, n));
+                plan.push((i, n));
                 budget -= n;
             }
         }
@@ -436,10 +534,15 @@ impl Engine {
         let mut emitted = Vec::with_capacity(plan.len());
         let mut finished_any = false;
         let block_size = self.preset.block_size as usize;
+        let caching = self.preset.prefix_caching;
         for &(i, n) in &plan {
             let seq = &mut self.running[i];
             seq.computed += n;
-            let full_blocks = seq.computed as usize / block_size;
+            let full_blocks = if caching {
+                seq.computed as usize / block_size
+            } else {
+                0
+            };
             while seq.registered < full_blocks {
                 let k = seq.registered;
                 if k >= seq.hashes.len() {
@@ -895,6 +998,147 @@ mod tests {
         }
         // 1500 prompt tokens in 512-token chunks, then one decode.
         assert_eq!(chunks, vec![512, 512, 476, 1]);
+    }
+
+    /// Virtual time from `submit` at `at` to request `id`'s first token,
+    /// stepping `engine` until idle.
+    fn first_token_after(engine: &mut Engine, id: u64, prompt: Vec<u32>, at: Duration) -> Duration {
+        engine.submit(req(id, prompt, 4), at).unwrap();
+        let mut now = at;
+        let mut first = None;
+        while engine.has_work() {
+            let out = engine.step(now);
+            now = out.ends_at();
+            if out.emitted.iter().any(|e| e.id.0 == id && e.index == 0) {
+                first.get_or_insert(now - at);
+            }
+        }
+        first.unwrap()
+    }
+
+    #[test]
+    fn prefix_caching_off_recomputes_a_repeated_prompt() {
+        let prompt = unique_prompt(42, 528);
+        let mut off = tiny().clone();
+        off.prefix_caching = false;
+        let mut engine = Engine::new(&off, 3);
+        let first = first_token_after(&mut engine, 1, prompt.clone(), Duration::ZERO);
+        assert_eq!(engine.cached_prefix_tokens(&prompt), 0);
+        let second = first_token_after(&mut engine, 2, prompt.clone(), Duration::from_secs(1));
+        assert_eq!(first, second, "the repeat is computed in full");
+        let m = engine.metrics();
+        assert_eq!((m.prefix_cache_queries, m.prefix_cache_hits), (0, 0));
+        // The same two requests with caching on: 512 tokens reused.
+        let mut engine = Engine::new(tiny(), 3);
+        let first_on = first_token_after(&mut engine, 1, prompt.clone(), Duration::ZERO);
+        assert_eq!(first_on, first);
+        assert_eq!(engine.cached_prefix_tokens(&prompt), 512);
+        let second_on = first_token_after(&mut engine, 2, prompt, Duration::from_secs(1));
+        assert!(second_on * 4 < first, "{second_on:?} {first:?}");
+        assert_eq!(engine.metrics().prefix_cache_hits, 512);
+    }
+
+    #[test]
+    fn cached_prefix_tokens_and_load_are_read_only() {
+        let mut engine = Engine::new(tiny(), 1);
+        let prompt = unique_prompt(7, 528);
+        assert_eq!(engine.cached_prefix_tokens(&prompt), 0);
+        engine
+            .submit(req(1, prompt.clone(), 8), Duration::ZERO)
+            .unwrap();
+        engine
+            .submit(req(2, unique_prompt(8, 40), 8), Duration::ZERO)
+            .unwrap();
+        assert_eq!(engine.load(), 2);
+        let out = engine.step(Duration::ZERO);
+        // 512 of request 1's tokens computed: 32 full blocks cached so far.
+        assert_eq!(engine.cached_prefix_tokens(&prompt), 512);
+        assert_eq!(engine.load(), 2);
+        let mut now = out.ends_at();
+        let mut tl = HashMap::new();
+        run_to_idle(&mut engine, &mut now, &mut tl);
+        assert_eq!(engine.load(), 0);
+        let before = engine.metrics();
+        // At least one token is left to compute: 527 → 32 blocks.
+        assert_eq!(engine.cached_prefix_tokens(&prompt), 512);
+        let mut longer = prompt.clone();
+        longer.extend(unique_prompt(9, 100));
+        assert_eq!(engine.cached_prefix_tokens(&longer), 528);
+        assert_eq!(engine.cached_prefix_tokens(&prompt[..100]), 96);
+        assert_eq!(engine.cached_prefix_tokens(&unique_prompt(10, 600)), 0);
+        assert_eq!(engine.cached_prefix_tokens(&[]), 0);
+        assert_eq!(engine.metrics(), before, "lookups count no queries");
+    }
+
+    /// Four decoding requests, then a `long`-token prompt; returns the
+    /// steps from its arrival to its first token as (seqs, tokens) and the
+    /// longest gap between two tokens of a decoding request.
+    fn prompt_behind_decodes(preset: &Preset, long: u32) -> (Vec<(u32, u64)>, Duration) {
+        let mut engine = Engine::new(preset, 1);
+        for id in 0..4 {
+            engine
+                .submit(req(id, unique_prompt(id, 16), 100), Duration::ZERO)
+                .unwrap();
+        }
+        let mut now = Duration::ZERO;
+        for _ in 0..5 {
+            now = engine.step(now).ends_at();
+        }
+        engine
+            .submit(req(99, unique_prompt(99, long), 2), now)
+            .unwrap();
+        let mut steps = Vec::new();
+        let mut last = now;
+        let mut gap = Duration::ZERO;
+        let mut prefilled = false;
+        loop {
+            let out = engine.step(now);
+            now = out.ends_at();
+            if !prefilled {
+                steps.push((out.batch_seqs, out.batch_tokens));
+                prefilled = out.emitted.iter().any(|e| e.id.0 == 99);
+            }
+            if out.emitted.iter().any(|e| e.id.0 == 0) {
+                gap = gap.max(now - last);
+                last = now;
+                if prefilled {
+                    return (steps, gap);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_prefill_off_prefills_whole_and_decodes_wait_behind_it() {
+        let mut off = tiny().clone();
+        off.chunked_prefill = false;
+        // Alone: the 1,500-token prompt (budget 512) in one step.
+        let mut engine = Engine::new(&off, 1);
+        engine
+            .submit(req(1, unique_prompt(1, 1500), 2), Duration::ZERO)
+            .unwrap();
+        let mut now = Duration::ZERO;
+        let mut chunks = Vec::new();
+        while engine.has_work() {
+            let out = engine.step(now);
+            now = out.ends_at();
+            chunks.push(out.batch_tokens);
+        }
+        assert_eq!(chunks, vec![1500, 1]);
+
+        // Behind 4 decodes. Chunked: 508-token chunks beside the decodes.
+        let (on_steps, on_gap) = prompt_behind_decodes(tiny(), 1500);
+        assert_eq!(on_steps, vec![(5, 512), (5, 512), (5, 488)]);
+        // Not chunked: a step of its own; the decodes skip it.
+        let (off_steps, off_gap) = prompt_behind_decodes(&off, 1500);
+        assert_eq!(off_steps, vec![(1, 1500)]);
+        assert!(off_gap > 2 * on_gap, "{off_gap:?} vs {on_gap:?}");
+        // A prompt that fits beside the decodes joins their step whole.
+        let (fits, _) = prompt_behind_decodes(&off, 500);
+        assert_eq!(fits, vec![(5, 504)]);
+        // One that fits the budget but not beside them goes alone.
+        let (alone, _) = prompt_behind_decodes(&off, 510);
+        assert_eq!(alone, vec![(1, 510)]);
     }
 
     #[test]

@@ -11,6 +11,21 @@
 //! within tens of microseconds, and the issue asks for sub-millisecond step
 //! fidelity under 1,000 streams.
 //!
+//! With several replicas ([`SimConfig::replicas`]) each engine has its own
+//! driver thread, and every submission is routed by a
+//! [`cluster::Router`](super::cluster::Router). The router cannot read
+//! engines that live on other threads at submit time, so the HTTP layer
+//! keeps its own figures: a replica's load is the requests it was sent and
+//! that have not finished (running and waiting, like [`Engine::load`]);
+//! for prefix affinity, a replica's cache is approximated by the prompts
+//! routed to it (an LRU of their block hashes, as many blocks as the
+//! replica's KV cache holds), as llm-d's router tracks what it routed
+//! rather than asking the engines. Request ids are drawn from one counter,
+//! so they are unique across replicas; every replica has the same seed, so
+//! a request's tokens do not depend on where it ran. `/metrics` sums the
+//! replicas (counters, histograms and the running/waiting gauges) and
+//! averages their KV-cache usage.
+//!
 //! HTTP handlers (axum, on the caller's tokio runtime) parse and validate
 //! requests, apply the injected faults, submit to the driver and stream the
 //! tokens back as SSE. A request whose client goes away is aborted in the
@@ -21,15 +36,14 @@
 //! `GET /metrics`, `POST /v1/completions` (prompt as text or token ids) and
 //! `POST /v1/chat/completions`, streaming or not.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -38,7 +52,9 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::cluster;
 use super::engine::{Emitted, Engine, EngineRequest, RequestId};
+use super::kv::block_hashes;
 use super::metrics::{EngineMetrics, render};
 use super::presets::Preset;
 pub use super::request::Api;
@@ -62,7 +78,7 @@ enum Command {
     },
     Abort(RequestId),
     Metrics(oneshot::Sender<EngineMetrics>),
-    Lateness(oneshot::Sender<LatenessSummary>),
+    Lateness(oneshot::Sender<hdrhistogram::Histogram<u64>>),
     Shutdown,
 }
 
@@ -119,7 +135,7 @@ impl Driver {
                 let _ = reply.send(self.engine.metrics());
             }
             Command::Lateness(reply) => {
-                let _ = reply.send(summarise(&self.lateness_us));
+                let _ = reply.send(self.lateness_us.clone());
             }
             Command::Shutdown => return false,
         }
@@ -201,16 +217,108 @@ impl Driver {
 // ------------------------------------------------------------------ server
 
 struct AppState {
-    preset: &'static Preset,
+    preset: Preset,
     model: String,
     adapters: Vec<String>,
     /// The base model then the adapters: the names a call may ask for.
     served: Vec<String>,
     faults: crate::config::SimFaults,
     seed: u64,
-    commands: std_mpsc::Sender<Command>,
+    replicas: Vec<Replica>,
+    routing: Mutex<Routing>,
+    /// Request ids, unique across replicas.
     next_id: AtomicU64,
     created: u64,
+}
+
+/// One engine as the HTTP layer sees it.
+struct Replica {
+    commands: std_mpsc::Sender<Command>,
+    /// Requests sent to it that have not finished: the router's load.
+    in_flight: AtomicUsize,
+}
+
+/// The router and what it knows of the replicas' caches.
+struct Routing {
+    router: cluster::Router,
+    /// Per replica, for prefix affinity (empty otherwise).
+    prefixes: Vec<PrefixLru>,
+}
+
+/// The block hashes of the prompts routed to one replica, least recently
+/// routed first out, at most as many as the replica's KV cache has blocks:
+/// the router's estimate of that replica's prefix cache.
+#[derive(Debug, Default)]
+struct PrefixLru {
+    capacity: usize,
+    stamps: HashMap<u64, u64>,
+    order: BTreeMap<u64, u64>,
+    next: u64,
+}
+
+impl PrefixLru {
+    fn new(capacity: usize) -> Self {
+        PrefixLru {
+            capacity,
+            ..PrefixLru::default()
+        }
+    }
+
+    /// How many leading `hashes` it holds.
+    fn leading_hits(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|h| self.stamps.contains_key(h))
+            .count()
+    }
+
+    /// Marks `hashes` as just routed here, evicting the oldest over
+    /// capacity. The last block is marked first, so a prompt's tail goes
+    /// before its prefix, as the engine's pool evicts.
+    fn touch(&mut self, hashes: &[u64]) {
+        for &h in hashes.iter().rev() {
+            if let Some(old) = self.stamps.insert(h, self.next) {
+                self.order.remove(&old);
+            }
+            self.order.insert(self.next, h);
+            self.next += 1;
+        }
+        while self.stamps.len() > self.capacity {
+            let Some((_, h)) = self.order.pop_first() else {
+                break;
+            };
+            self.stamps.remove(&h);
+        }
+    }
+}
+
+impl AppState {
+    /// The replica that serves `prompt` (see the module docs).
+    fn route(&self, prompt: &[u32]) -> usize {
+        let n = self.replicas.len();
+        if n <= 1 {
+            return 0;
+        }
+        let mut routing = self.routing.lock().unwrap_or_else(PoisonError::into_inner);
+        let Routing { router, prefixes } = &mut *routing;
+        let block_size = self.preset.block_size.max(1) as usize;
+        let hashes = if prefixes.is_empty() {
+            Vec::new()
+        } else {
+            block_hashes(prompt, block_size)
+        };
+        // As the engine does, leave at least one token to compute.
+        let cacheable = (prompt.len().saturating_sub(1) / block_size).min(hashes.len());
+        let i = router.pick_by(
+            n,
+            |i| self.replicas[i].in_flight.load(Ordering::Relaxed),
+            |i| (prefixes[i].leading_hits(&hashes[..cacheable]) * block_size) as u32,
+        );
+        if let Some(lru) = prefixes.get_mut(i) {
+            lru.touch(&hashes);
+        }
+        i
+    }
 }
 
 /// A running simulator (from [`start`]). Prefer [`SimServer::shutdown`]:
@@ -218,10 +326,11 @@ struct AppState {
 /// their end, then the engine thread exits on its own.
 pub struct SimServer {
     pub addr: SocketAddr,
-    commands: std_mpsc::Sender<Command>,
+    /// One per replica.
+    commands: Vec<std_mpsc::Sender<Command>>,
     stop_http: oneshot::Sender<()>,
     http: tokio::task::JoinHandle<Result<(), std::io::Error>>,
-    driver: std::thread::JoinHandle<()>,
+    drivers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl SimServer {
@@ -230,29 +339,132 @@ impl SimServer {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Step-lateness statistics so far (`None` if the engine has stopped).
+    /// Step-lateness statistics so far, over every replica's steps (`None`
+    /// if an engine has stopped).
     pub async fn step_lateness(&self) -> Option<LatenessSummary> {
-        let (tx, rx) = oneshot::channel();
-        self.commands.send(Command::Lateness(tx)).ok()?;
-        rx.await.ok()
+        let mut all: Option<hdrhistogram::Histogram<u64>> = None;
+        for commands in &self.commands {
+            let (tx, rx) = oneshot::channel();
+            commands.send(Command::Lateness(tx)).ok()?;
+            let h = rx.await.ok()?;
+            match &mut all {
+                None => all = Some(h),
+                Some(a) => a.add(&h).ok()?,
+            }
+        }
+        all.as_ref().map(summarise)
     }
 
-    /// The engine's metrics now (`None` if the engine has stopped).
+    /// Each replica's metrics now (`None` if an engine has stopped).
+    pub async fn replica_metrics(&self) -> Option<Vec<EngineMetrics>> {
+        replica_metrics(self.commands.iter()).await
+    }
+
+    /// The engine's metrics now (`None` if an engine has stopped). With
+    /// several replicas: counters and the running/waiting gauges summed, KV
+    /// usage averaged, and the histograms are the first replica's (the
+    /// summed histograms are on `GET /metrics`; each replica's in
+    /// [`replica_metrics`](Self::replica_metrics)).
     pub async fn metrics(&self) -> Option<EngineMetrics> {
-        let (tx, rx) = oneshot::channel();
-        self.commands.send(Command::Metrics(tx)).ok()?;
-        rx.await.ok()
+        let all = self.replica_metrics().await?;
+        Some(sum_metrics(&all))
     }
 
-    /// Stops the engine (open streams end without `[DONE]`), then the HTTP
-    /// server, and waits for both.
+    /// Stops the engines (open streams end without `[DONE]`), then the
+    /// HTTP server, and waits for them.
     pub async fn shutdown(self) {
-        let _ = self.commands.send(Command::Shutdown);
+        for commands in &self.commands {
+            let _ = commands.send(Command::Shutdown);
+        }
         let _ = self.stop_http.send(());
         let _ = self.http.await;
-        let driver = self.driver;
-        let _ = tokio::task::spawn_blocking(move || driver.join()).await;
+        for driver in self.drivers {
+            let _ = tokio::task::spawn_blocking(move || driver.join()).await;
+        }
     }
+}
+
+async fn replica_metrics<'a>(
+    commands: impl Iterator<Item = &'a std_mpsc::Sender<Command>>,
+) -> Option<Vec<EngineMetrics>> {
+    let mut replies = Vec::new();
+    for c in commands {
+        let (tx, rx) = oneshot::channel();
+        c.send(Command::Metrics(tx)).ok()?;
+        replies.push(rx);
+    }
+    let mut out = Vec::with_capacity(replies.len());
+    for rx in replies {
+        out.push(rx.await.ok()?);
+    }
+    Some(out)
+}
+
+/// Counters and gauges summed, KV usage averaged; histograms of the first
+/// (`EngineMetrics` offers no way to add histograms: [`merge_rendered`]
+/// sums them in the exposition text).
+fn sum_metrics(all: &[EngineMetrics]) -> EngineMetrics {
+    let Some((first, rest)) = all.split_first() else {
+        return EngineMetrics::default();
+    };
+    let mut m = first.clone();
+    for r in rest {
+        m.requests_running += r.requests_running;
+        m.requests_waiting += r.requests_waiting;
+        m.kv_cache_usage += r.kv_cache_usage;
+        m.prefix_cache_queries += r.prefix_cache_queries;
+        m.prefix_cache_hits += r.prefix_cache_hits;
+        m.preemptions += r.preemptions;
+        m.prompt_tokens += r.prompt_tokens;
+        m.generation_tokens += r.generation_tokens;
+        m.finished_stop += r.finished_stop;
+        m.finished_length += r.finished_length;
+        m.finished_abort += r.finished_abort;
+    }
+    m.kv_cache_usage /= all.len() as f64;
+    m
+}
+
+/// Gauges averaged rather than summed across replicas.
+const AVERAGED: [&str; 2] = ["vllm:kv_cache_usage_perc{", "vllm:gpu_cache_usage_perc{"];
+
+/// The replicas' expositions (each from [`render`], so line for line alike)
+/// as one: every sample summed, histogram buckets included, except the KV
+/// usage gauges, averaged.
+fn merge_rendered(texts: &[String]) -> String {
+    let Some(first) = texts.first() else {
+        return String::new();
+    };
+    let mut lines: Vec<std::str::Lines<'_>> = texts[1..].iter().map(|t| t.lines()).collect();
+    let mut out = String::with_capacity(first.len());
+    for line in first.lines() {
+        let others: Vec<&str> = lines.iter_mut().filter_map(Iterator::next).collect();
+        let sample = line
+            .rsplit_once(' ')
+            .filter(|_| !line.starts_with('#'))
+            .and_then(|(key, v)| Some((key, v.parse::<f64>().ok()?)));
+        let Some((key, value)) = sample else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let mut total = value;
+        for other in &others {
+            if let Some((k, v)) = other.rsplit_once(' ') {
+                if k == key {
+                    total += v.parse::<f64>().unwrap_or(0.0);
+                }
+            }
+        }
+        if AVERAGED.iter().any(|a| key.starts_with(a)) {
+            total /= texts.len() as f64;
+        }
+        out.push_str(key);
+        out.push(' ');
+        out.push_str(&total.to_string());
+        out.push('\n');
+    }
+    out
 }
 
 /// Binds `addr` (`127.0.0.1:0` for an ephemeral port) and serves in the
@@ -265,29 +477,71 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
         .local_addr()
         .map_err(|source| SimError::Bind { addr, source })?;
 
-    let (cmd_tx, cmd_rx) = std_mpsc::channel();
-    let driver = Driver {
-        engine: Engine::new(config.preset, config.seed),
-        t0: Instant::now(),
-        senders: HashMap::new(),
-        lateness_us: hdrhistogram::Histogram::new(3)
-            .unwrap_or_else(|_| unreachable!("3 significant figures is a valid precision")),
-    };
-    let driver = std::thread::Builder::new()
-        .name("capcard-sim-engine".into())
-        .spawn(move || driver.run(cmd_rx))
-        .map_err(SimError::EngineThread)?;
+    let replicas = config.replicas.max(1) as usize;
+    let t0 = Instant::now();
+    let mut commands = Vec::with_capacity(replicas);
+    let mut drivers = Vec::with_capacity(replicas);
+    for i in 0..replicas {
+        let (cmd_tx, cmd_rx) = std_mpsc::channel();
+        let driver = Driver {
+            engine: Engine::new(&config.preset, config.seed),
+            t0,
+            senders: HashMap::new(),
+            lateness_us: hdrhistogram::Histogram::new(3)
+                .unwrap_or_else(|_| unreachable!("3 significant figures is a valid precision")),
+        };
+        let name = if replicas == 1 {
+            "capcard-sim-engine".to_string()
+        } else {
+            format!("capcard-sim-engine-{i}")
+        };
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || driver.run(cmd_rx));
+        match spawned {
+            Ok(handle) => {
+                commands.push(cmd_tx);
+                drivers.push(handle);
+            }
+            Err(e) => {
+                for c in &commands {
+                    let _ = c.send(Command::Shutdown);
+                }
+                return Err(SimError::EngineThread(e));
+            }
+        }
+    }
 
+    let prefixes = if replicas > 1
+        && config.router == crate::config::SimRouter::PrefixAffinity
+        && config.preset.prefix_caching
+    {
+        let blocks = config.preset.kv_capacity_blocks() as usize;
+        (0..replicas).map(|_| PrefixLru::new(blocks)).collect()
+    } else {
+        Vec::new()
+    };
+    let served_name = config.preset.model.served_name.to_string();
     let state = Arc::new(AppState {
-        preset: config.preset,
-        model: config.preset.model.served_name.to_string(),
+        model: served_name.clone(),
         adapters: config.adapters.clone(),
-        served: std::iter::once(config.preset.model.served_name.to_string())
+        served: std::iter::once(served_name)
             .chain(config.adapters.iter().cloned())
             .collect(),
+        preset: config.preset,
         faults: config.faults,
         seed: config.seed,
-        commands: cmd_tx.clone(),
+        replicas: commands
+            .iter()
+            .map(|c| Replica {
+                commands: c.clone(),
+                in_flight: AtomicUsize::new(0),
+            })
+            .collect(),
+        routing: Mutex::new(Routing {
+            router: cluster::Router::new(config.router),
+            prefixes,
+        }),
         next_id: AtomicU64::new(0),
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -297,6 +551,12 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
     let app = router(state);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let http = tokio::spawn(async move {
+        // Nagle's algorithm would hold each small SSE chunk until the
+        // client's delayed ACK (tens of ms): every TTFT would carry it.
+        // vLLM's uvicorn sets TCP_NODELAY too.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stop_rx.await;
@@ -305,10 +565,10 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
     });
     Ok(SimServer {
         addr: local,
-        commands: cmd_tx,
+        commands,
         stop_http: stop_tx,
         http,
-        driver,
+        drivers,
     })
 }
 
@@ -324,8 +584,8 @@ pub async fn serve(
     Ok(())
 }
 
-fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+fn router(state: Arc<AppState>) -> axum::Router {
+    axum::Router::new()
         .route("/v1/models", get(models))
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
@@ -394,29 +654,28 @@ async fn models(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
-    let (tx, rx) = oneshot::channel();
-    if s.commands.send(Command::Metrics(tx)).is_err() {
+    let Some(all) = replica_metrics(s.replicas.iter().map(|r| &r.commands)).await else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the engine has stopped",
             "server_error",
         );
-    }
-    match rx.await {
-        Ok(m) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            )],
-            render(&s.model, &m),
-        )
-            .into_response(),
-        Err(_) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the engine has stopped",
-            "server_error",
-        ),
-    }
+    };
+    let text = match all.as_slice() {
+        [one] => render(&s.model, one),
+        _ => {
+            let texts: Vec<String> = all.iter().map(|m| render(&s.model, m)).collect();
+            merge_rendered(&texts)
+        }
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
@@ -439,18 +698,36 @@ fn refused(refusal: Refusal) -> Response {
     }
 }
 
-/// Sends the abort to the engine unless the request completed.
+/// Counts a request as its replica's load while it lives; sends the
+/// abort to the engine unless the request completed.
 struct AbortGuard {
     id: RequestId,
-    commands: std_mpsc::Sender<Command>,
+    state: Arc<AppState>,
+    replica: usize,
     done: bool,
+}
+
+impl AbortGuard {
+    fn new(state: Arc<AppState>, replica: usize, id: RequestId) -> Self {
+        state.replicas[replica]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        AbortGuard {
+            id,
+            state,
+            replica,
+            done: false,
+        }
+    }
 }
 
 impl Drop for AbortGuard {
     fn drop(&mut self) {
+        let replica = &self.state.replicas[self.replica];
         if !self.done {
-            let _ = self.commands.send(Command::Abort(self.id));
+            let _ = replica.commands.send(Command::Abort(self.id));
         }
+        replica.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -561,7 +838,7 @@ impl Framer {
 }
 
 async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
-    let call = match parse_call(api, body, s.preset, &s.served) {
+    let call = match parse_call(api, body, &s.preset, &s.served) {
         Ok(call) => call,
         Err(refusal) => return refused(refusal),
     };
@@ -578,21 +855,23 @@ async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
     };
     let (stream, include_usage) = (call.stream, call.include_usage);
     let asked_model = call.model.clone();
+    let replica = s.route(&call.prompt);
     let req = call.into_engine_request(id);
 
     let (tx, rx) = mpsc::unbounded_channel();
-    if s.commands.send(Command::Submit { req, tx }).is_err() {
+    let mut guard = AbortGuard::new(s.clone(), replica, id);
+    if s.replicas[replica]
+        .commands
+        .send(Command::Submit { req, tx })
+        .is_err()
+    {
+        guard.done = true;
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the engine has stopped",
             "server_error",
         );
     }
-    let guard = AbortGuard {
-        id,
-        commands: s.commands.clone(),
-        done: false,
-    };
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -760,6 +1039,66 @@ fn stream_response(st: SseState) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_metrics_sum_samples_and_average_kv_usage() {
+        let mut a = EngineMetrics {
+            requests_running: 3,
+            kv_cache_usage: 0.5,
+            generation_tokens: 100,
+            finished_length: 2,
+            ..EngineMetrics::default()
+        };
+        a.ttft_s.observe(0.003);
+        let mut b = EngineMetrics {
+            requests_running: 1,
+            kv_cache_usage: 0.25,
+            generation_tokens: 50,
+            finished_length: 1,
+            ..EngineMetrics::default()
+        };
+        b.ttft_s.observe(0.2);
+        b.ttft_s.observe(0.3);
+        let text = merge_rendered(&[render("m", &a), render("m", &b)]);
+        use super::super::metrics::sample;
+        assert_eq!(sample(&text, "vllm:num_requests_running"), Some(4.0));
+        assert_eq!(sample(&text, "vllm:kv_cache_usage_perc"), Some(0.375));
+        assert_eq!(sample(&text, "vllm:gpu_cache_usage_perc"), Some(0.375));
+        assert_eq!(sample(&text, "vllm:generation_tokens_total"), Some(150.0));
+        assert_eq!(
+            sample(&text, "vllm:time_to_first_token_seconds_count"),
+            Some(3.0)
+        );
+        assert!(text.contains(
+            "vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.005\"} 1\n"
+        ));
+        assert!(
+            text.contains(
+                "vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.5\"} 3\n"
+            )
+        );
+        assert!(text.contains(
+            "vllm:request_success_total{model_name=\"m\",finished_reason=\"length\"} 3\n"
+        ));
+        // One exposition merges to itself.
+        assert_eq!(merge_rendered(&[render("m", &a)]), render("m", &a));
+        let summed = sum_metrics(&[a, b]);
+        assert_eq!(summed.generation_tokens, 150);
+        assert_eq!(summed.kv_cache_usage, 0.375);
+    }
+
+    #[test]
+    fn prefix_lru_keeps_the_most_recently_routed_blocks() {
+        let mut lru = PrefixLru::new(3);
+        lru.touch(&[1, 2, 3]);
+        assert_eq!(lru.leading_hits(&[1, 2, 3, 4]), 3);
+        lru.touch(&[1, 9]); // the tail, 3, is now the oldest, and goes
+        assert_eq!(lru.leading_hits(&[1, 2, 3]), 2);
+        assert_eq!(lru.leading_hits(&[9]), 1);
+        assert_eq!(lru.leading_hits(&[3]), 0);
+        assert_eq!(lru.stamps.len(), 3);
+        assert_eq!(lru.order.len(), 3);
+    }
 
     #[test]
     fn stream_chunks_are_valid_json_events() {

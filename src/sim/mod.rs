@@ -5,8 +5,10 @@
 //! Split so that everything worth testing is pure: [`engine`] (scheduler,
 //! KV cache via [`kv`], token sampling) never reads a clock and is driven by
 //! explicit time stamps; [`cost`] turns a batch into a duration;
-//! [`presets`] holds the published figures. Only [`http`] touches the
-//! network and the wall clock, replaying the engine's steps in real time.
+//! [`presets`] holds the published figures; [`knobs`] applies a target's
+//! serving knobs to a preset; [`cluster`] routes requests among replicas.
+//! Only [`http`] touches the network and the wall clock, replaying the
+//! engines' steps in real time.
 //!
 //! Embedding it (see `examples/embed_sim.rs`):
 //! ```no_run
@@ -19,9 +21,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cluster;
 pub mod cost;
 pub mod engine;
 pub mod http;
+pub mod knobs;
 pub mod kv;
 pub mod metrics;
 pub mod presets;
@@ -30,16 +34,19 @@ pub mod tokenize;
 
 use std::net::SocketAddr;
 
+pub use cluster::Router;
 pub use engine::{Engine, EngineRequest, FinishReason, RequestId, StepOutput, SubmitError};
 pub use http::{LatenessSummary, SimServer, serve, start};
+pub use knobs::KnobError;
 pub use presets::Preset;
 
-use crate::config::SimFaults;
+use crate::config::{SimFaults, SimRouter, SimServing};
 
 /// What the simulator serves and how it misbehaves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
-    pub preset: &'static Preset,
+    /// The deployment of each replica (a preset, knobs applied).
+    pub preset: Preset,
     /// Injected failures, cuts and stalls (all off by default).
     pub faults: SimFaults,
     /// Seeds generated tokens, stop draws and fault draws.
@@ -48,16 +55,22 @@ pub struct SimConfig {
     /// on vLLM (`--lora-modules`): listed by `/v1/models` with the base as
     /// their parent, and accepted as `model`.
     pub adapters: Vec<String>,
+    /// Engines behind the one endpoint (≥ 1), each a copy of `preset`.
+    pub replicas: u32,
+    /// How requests are spread over the replicas.
+    pub router: SimRouter,
 }
 
 impl SimConfig {
-    /// No faults, seed 0.
-    pub fn new(preset: &'static Preset) -> Self {
+    /// One replica of `preset`, no faults, seed 0.
+    pub fn new(preset: &Preset) -> Self {
         SimConfig {
-            preset,
+            preset: preset.clone(),
             faults: SimFaults::default(),
             seed: 0,
             adapters: Vec::new(),
+            replicas: 1,
+            router: SimRouter::default(),
         }
     }
 
@@ -69,6 +82,24 @@ impl SimConfig {
                 name: name.to_string(),
                 known: presets::names().join(", "),
             })
+    }
+
+    /// A `sim` target: the preset called `preset` with the serving knobs
+    /// applied ([`knobs::apply`]), and the knobs' replicas and router.
+    /// Faults, seed and adapters are left to the builder methods.
+    pub fn for_target(preset: &str, serving: &SimServing) -> Result<Self, SimError> {
+        let base = Self::for_preset(preset)?;
+        if serving.replicas == 0 {
+            return Err(SimError::Knobs(KnobError::OutOfRange {
+                knob: "replicas",
+                expected: "at least 1",
+                value: "0".into(),
+            }));
+        }
+        let preset = knobs::apply(&base.preset, serving)?;
+        Ok(SimConfig { preset, ..base }
+            .with_replicas(serving.replicas)
+            .with_router(serving.router))
     }
 
     pub fn with_faults(mut self, faults: SimFaults) -> Self {
@@ -86,6 +117,17 @@ impl SimConfig {
         self.seed = seed;
         self
     }
+
+    /// Run `replicas` engines (0 is taken as 1).
+    pub fn with_replicas(mut self, replicas: u32) -> Self {
+        self.replicas = replicas.max(1);
+        self
+    }
+
+    pub fn with_router(mut self, router: SimRouter) -> Self {
+        self.router = router;
+        self
+    }
 }
 
 /// Why the simulator could not start or keep serving.
@@ -93,6 +135,8 @@ impl SimConfig {
 pub enum SimError {
     #[error("unknown simulator preset `{name}` (known presets: {known})")]
     UnknownPreset { name: String, known: String },
+    #[error(transparent)]
+    Knobs(#[from] KnobError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -102,4 +146,48 @@ pub enum SimError {
     EngineThread(std::io::Error),
     #[error("the simulator's HTTP server failed: {0}")]
     Serve(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_target_applies_the_knobs_and_takes_replicas_and_router() {
+        let serving = SimServing {
+            max_num_seqs: Some(8),
+            prefix_caching: Some(false),
+            replicas: 3,
+            router: SimRouter::PrefixAffinity,
+            ..SimServing::default()
+        };
+        let config = SimConfig::for_target("tiny", &serving).unwrap();
+        assert_eq!(config.preset.max_num_seqs, 8);
+        assert!(!config.preset.prefix_caching);
+        assert_eq!(config.preset.name, "tiny");
+        assert_eq!(
+            (config.replicas, config.router),
+            (3, SimRouter::PrefixAffinity)
+        );
+        let plain = SimConfig::for_target("tiny", &SimServing::default()).unwrap();
+        assert_eq!(plain, SimConfig::for_preset("tiny").unwrap());
+        assert!(matches!(
+            SimConfig::for_target("nope", &serving),
+            Err(SimError::UnknownPreset { .. })
+        ));
+        let bad = SimServing {
+            tensor_parallel: Some(3),
+            ..SimServing::default()
+        };
+        let err = SimConfig::for_target("tiny", &bad).unwrap_err();
+        assert!(matches!(
+            err,
+            SimError::Knobs(KnobError::TensorParallel { .. })
+        ));
+        let none = SimServing {
+            replicas: 0,
+            ..SimServing::default()
+        };
+        assert!(SimConfig::for_target("tiny", &none).is_err());
+    }
 }

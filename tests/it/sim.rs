@@ -413,3 +413,142 @@ async fn injected_failures_cuts_and_stalls() {
     );
     stalling.shutdown().await;
 }
+
+/// Output tokens per second of `clients` closed-loop clients, each sending
+/// the next non-streamed request (8 prompt tokens, 96 out) as soon as the
+/// last returns, for `window`; and the requests completed.
+async fn closed_loop_throughput(
+    server: &SimServer,
+    clients: usize,
+    window: Duration,
+) -> (f64, u64, u64) {
+    let client = reqwest::Client::new();
+    let url = format!("{}/completions", server.base_url());
+    let started = std::time::Instant::now();
+    let deadline = started + window;
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let (mut tokens, mut requests) = (0u64, 0u64);
+                while std::time::Instant::now() < deadline {
+                    let body = json!({"prompt": words(8, &format!("c{c}r{requests}-")), "max_tokens": 96, "ignore_eos": true});
+                    let answer: Value = client.post(&url).json(&body).send().await.unwrap().json().await.unwrap();
+                    tokens += answer["usage"]["completion_tokens"].as_u64().unwrap();
+                    requests += 1;
+                }
+                (tokens, requests)
+            })
+        })
+        .collect();
+    let (mut tokens, mut requests) = (0, 0);
+    for t in tasks {
+        let (n, r) = t.await.unwrap();
+        tokens += n;
+        requests += r;
+    }
+    (
+        tokens as f64 / started.elapsed().as_secs_f64(),
+        tokens,
+        requests,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_serve_twice_the_saturated_throughput_of_one() {
+    use capcard::config::SimRouter;
+    let preset = capcard::sim::presets::find("tiny").expect("tiny preset");
+    // 96 clients: 32 seats on one replica, so it is saturated either way.
+    let window = Duration::from_millis(1500);
+    let one = capcard::sim::start(
+        capcard::sim::SimConfig::new(preset).with_seed(1),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let (x1, _, _) = closed_loop_throughput(&one, 96, window).await;
+    one.shutdown().await;
+    let two = capcard::sim::start(
+        capcard::sim::SimConfig::new(preset)
+            .with_seed(1)
+            .with_replicas(2)
+            .with_router(SimRouter::LeastLoaded),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let (x2, tokens, requests) = closed_loop_throughput(&two, 96, window).await;
+    let ratio = x2 / x1;
+    eprintln!("tiny, 96 closed-loop clients: 1 replica {x1:.0} tok/s, 2 replicas {x2:.0} tok/s");
+    assert!(
+        (1.7..2.3).contains(&ratio),
+        "{x1:.0} vs {x2:.0} tok/s: ×{ratio:.2}"
+    );
+    // `/metrics` adds the replicas up.
+    let client = reqwest::Client::new();
+    let text = metrics_text(&client, &two).await;
+    assert_eq!(
+        sample(&text, "vllm:generation_tokens_total"),
+        Some(tokens as f64)
+    );
+    assert_eq!(
+        sample(&text, "vllm:prompt_tokens_total"),
+        Some(8.0 * requests as f64)
+    );
+    assert_eq!(
+        sample(&text, "vllm:e2e_request_latency_seconds_count"),
+        Some(requests as f64)
+    );
+    assert_eq!(sample(&text, "vllm:num_requests_running"), Some(0.0));
+    assert_eq!(sample(&text, "vllm:kv_cache_usage_perc"), Some(0.0));
+    // Both replicas served about half.
+    let each = two.replica_metrics().await.unwrap();
+    assert_eq!(each.len(), 2);
+    for m in &each {
+        let share = m.generation_tokens as f64 / tokens as f64;
+        assert!((0.4..0.6).contains(&share), "{share}");
+    }
+    two.shutdown().await;
+}
+
+#[tokio::test]
+async fn prefix_affinity_sends_a_shared_prefix_back_to_the_replica_that_cached_it() {
+    use capcard::config::SimRouter;
+    let preset = capcard::sim::presets::find("tiny").expect("tiny preset");
+    let prefix = words(256, "system");
+    // Four requests in turn sharing 256 prompt tokens: affinity keeps them
+    // on one replica (3 repeats hit), round-robin alternates (2 hit).
+    for (router, hits) in [
+        (SimRouter::PrefixAffinity, 3.0),
+        (SimRouter::RoundRobin, 2.0),
+    ] {
+        let config = capcard::sim::SimConfig::new(preset)
+            .with_replicas(2)
+            .with_router(router);
+        let server = capcard::sim::start(config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = reqwest::Client::new();
+        for i in 0..4 {
+            let resp = client
+                .post(format!("{}/completions", server.base_url()))
+                .json(&json!({"prompt": format!("{prefix} {}", words(8, &format!("q{i}-"))), "max_tokens": 1}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            let _ = resp.text().await.unwrap();
+        }
+        let text = metrics_text(&client, &server).await;
+        assert_eq!(
+            sample(&text, "vllm:prefix_cache_hits_total"),
+            Some(hits * 256.0),
+            "{router:?}"
+        );
+        assert_eq!(
+            sample(&text, "vllm:prefix_cache_queries_total"),
+            Some(4.0 * 264.0)
+        );
+        server.shutdown().await;
+    }
+}
