@@ -156,15 +156,9 @@ pub enum Command {
 /// `--router`: a [`SimRouter`](crate::config::SimRouter) by its KDL name.
 fn parse_router(text: &str) -> Result<crate::config::SimRouter, String> {
     use crate::config::SimRouter;
-    [
-        SimRouter::RoundRobin,
-        SimRouter::LeastLoaded,
-        SimRouter::PrefixAffinity,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == text)
-    .ok_or_else(|| {
-        format!("unknown router `{text}` (round-robin, least-loaded or prefix-affinity)")
+    SimRouter::from_name(text).ok_or_else(|| {
+        let known: Vec<&str> = SimRouter::ALL.iter().map(|r| r.as_str()).collect();
+        format!("unknown router `{text}` (known: {})", known.join(", "))
     })
 }
 
