@@ -186,6 +186,7 @@ closed {{
         resume: None,
         show_progress: false,
         nonce: Some(1),
+        virtual_time: false,
     };
     let before = peak_rss_mib();
     let started = std::time::Instant::now();

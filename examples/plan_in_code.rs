@@ -22,6 +22,7 @@ fn main() -> miette::Result<()> {
             kind: TargetKind::Sim {
                 preset: "h100-llama3-8b".into(),
                 faults: SimFaults::default(),
+                serving: Default::default(),
             },
             api: Api::Chat,
             model: None,

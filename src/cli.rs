@@ -63,6 +63,11 @@ pub enum Command {
         /// cache that saw those prompts makes them faster.
         #[arg(long, conflicts_with = "resume")]
         nonce: Option<u64>,
+        /// Run every `sim` target on the engine's own clock, in process,
+        /// without HTTP or sleeping: seconds instead of minutes. Endpoint
+        /// targets are refused (select the sims with --target).
+        #[arg(long = "virtual")]
+        virtual_time: bool,
     },
     /// Re-render the cards of a results folder without touching any endpoint.
     Report {
@@ -115,6 +120,30 @@ pub enum Command {
         /// Tokens per hash-id block (Mooncake publishes 512).
         #[arg(long, default_value_t = 512)]
         block_tokens: u32,
+    },
+    /// Fit the simulator to a real results folder's closed sweep: prints
+    /// measured against simulated figures level by level, and a `target`
+    /// block whose `sim` reproduces the folder (in virtual time).
+    Calibrate {
+        /// A results folder with a closed sweep of two levels or more.
+        dir: PathBuf,
+        /// The preset whose model and hardware the fit starts from
+        /// (default: the folder's own `sim` preset; required for endpoints).
+        #[arg(long)]
+        preset: Option<String>,
+        /// Write the target block (KDL) here instead of to stdout.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// The real engine's batch cap (vLLM --max-num-seqs), when its
+        /// telemetry does not show it.
+        #[arg(long)]
+        max_num_seqs: Option<u32>,
+        /// The card to fit, TARGET--WORKLOAD (default: the first with a sweep).
+        #[arg(long)]
+        card: Option<String>,
+        /// Most simulations the fit may run.
+        #[arg(long, default_value_t = 1000)]
+        max_evaluations: usize,
     },
     /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C.
     Sim {

@@ -214,6 +214,7 @@ pub fn recompute(
         let mut prompt_sizing = None;
         let mut cache_reset = None;
         let mut telemetry_off = None;
+        let mut clock = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
         for (path, journal, last_completed_ms) in &journals {
@@ -231,6 +232,9 @@ pub fn recompute(
             }
             if telemetry_off.is_none() {
                 telemetry_off.clone_from(&header.telemetry_off);
+            }
+            if clock.is_none() {
+                clock.clone_from(&header.clock);
             }
             if content_nonce.is_none() && header.content_nonce != 0 {
                 content_nonce = Some(header.content_nonce);
@@ -314,6 +318,7 @@ pub fn recompute(
         card.target_info.prompt_sizing = prompt_sizing;
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
+        card.target_info.clock = clock;
         cards.push(card);
     }
 

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod analyze;
+pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod diff;

@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             resume,
             quiet,
             nonce,
+            virtual_time,
         } => {
             let request = runner::RunRequest {
                 experiment_path: file,
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
                 resume,
                 show_progress: !quiet && std::io::stderr().is_terminal(),
                 nonce,
+                virtual_time,
             };
             run_cmd(request)
         }
@@ -83,6 +85,23 @@ fn main() -> ExitCode {
             json,
             report.as_deref(),
         ),
+        Command::Calibrate {
+            dir,
+            preset,
+            out,
+            max_num_seqs,
+            card,
+            max_evaluations,
+        } => calibrate_cmd(
+            &capcard::calibrate::CalibrateRequest {
+                dir,
+                preset,
+                max_num_seqs,
+                card,
+                max_evaluations,
+            },
+            out.as_deref(),
+        ),
         Command::Sim {
             preset,
             listen,
@@ -99,19 +118,18 @@ fn main() -> ExitCode {
                 print!("{}", sim::presets::describe_all());
                 return ExitCode::SUCCESS;
             }
-            let config = match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed)
-                .map(|c| {
+            let config =
+                match sim_config(&preset, fail_rate, cut_rate, stall.as_deref(), seed).map(|c| {
                     c.with_adapters(adapters)
                         .with_replicas(replicas)
                         .with_router(router)
-                })
-            {
-                Ok(c) => c,
-                Err(message) => {
-                    eprintln!("error: {message}");
-                    return ExitCode::from(1);
-                }
-            };
+                }) {
+                    Ok(c) => c,
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return ExitCode::from(1);
+                    }
+                };
             with_runtime(async move {
                 eprintln!("capcard sim: {preset} on http://{listen}/v1 (Ctrl-C stops)");
                 let shutdown = async {
@@ -330,4 +348,42 @@ fn with_runtime(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
 fn fail(error: impl miette::Diagnostic + Send + Sync + 'static, code: u8) -> ExitCode {
     eprintln!("{:?}", miette::Report::new(error));
     ExitCode::from(code)
+}
+
+/// `capcard calibrate`: the comparison table on stderr, the target block on
+/// stdout or in `--out`.
+fn calibrate_cmd(
+    request: &capcard::calibrate::CalibrateRequest,
+    out: Option<&std::path::Path>,
+) -> ExitCode {
+    match capcard::calibrate::calibrate(request) {
+        Ok(calibration) => {
+            eprint!("{}", calibration.table());
+            let kdl = calibration.target_kdl();
+            match out {
+                Some(path) => match capcard::calibrate::write_kdl(path, &kdl) {
+                    Ok(()) => {
+                        eprintln!("\nwrote {}", path.display());
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: cannot write {}: {e}", path.display());
+                        ExitCode::from(2)
+                    }
+                },
+                None => {
+                    print!("{kdl}");
+                    ExitCode::SUCCESS
+                }
+            }
+        }
+        Err(e) => {
+            let code = match &e {
+                capcard::calibrate::CalibrateError::Replay { .. } => 2,
+                _ => 1,
+            };
+            eprintln!("{:?}", miette::Report::new(e));
+            ExitCode::from(code)
+        }
+    }
 }

@@ -44,6 +44,9 @@ pub struct RunRequest {
     /// Content nonce to draw prompts with; `None` = a new one (a resumed
     /// folder keeps its own).
     pub nonce: Option<u64>,
+    /// `--virtual`: every `sim` target runs on the engine's own clock
+    /// (endpoint targets are refused).
+    pub virtual_time: bool,
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -129,6 +132,8 @@ struct LiveTarget {
     cache_reset: Option<&'static str>,
     /// Why no telemetry is scraped, for the card.
     telemetry_off: Option<String>,
+    /// Runs on the engine's own clock instead of over HTTP.
+    virtual_target: Option<exec::virtual_time::VirtualTarget>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -182,6 +187,9 @@ pub async fn run(
         }
     }
 
+    if request.virtual_time {
+        refuse_endpoints_in_virtual_time(&experiment, &selected)?;
+    }
     open_files_for(planned_peak_calls(&experiment), log);
     let content_nonce = if resuming {
         stored_nonce(&folder).unwrap_or(0)
@@ -199,7 +207,10 @@ pub async fn run(
         let Some(target) = experiment.target(&card.target) else {
             continue;
         };
-        let prepared = prepare_target(target, &experiment, log).await?;
+        let prepared = match virtual_target(target, &experiment, request.virtual_time)? {
+            Some(virtual_target) => prepare_virtual(target, virtual_target),
+            None => prepare_target(target, &experiment, log).await?,
+        };
         let _ = writeln!(
             log,
             "target {}: {} (model {}; telemetry {}{})",
@@ -530,7 +541,12 @@ async fn execute(
         .await
         .then(|| format!("POST /{reset}"));
     }
-    let result = exec::execute_run_with(&target.endpoint, run, inputs, &path, &options).await;
+    let result = match &target.virtual_target {
+        Some(virtual_target) => {
+            exec::virtual_time::execute_virtual(virtual_target, run, inputs, &path, &options).await
+        }
+        None => exec::execute_run_with(&target.endpoint, run, inputs, &path, &options).await,
+    };
     if let Some(scraper) = scraper {
         scraper.stop().await;
     }
@@ -947,20 +963,9 @@ async fn prepare_target(
                     target: target.name.clone(),
                     message: e.to_string(),
                 })?;
-            // A mix class's `model` (a LoRA adapter's name, say) is served
-            // beside the base model, as a real server with the adapter
-            // loaded would.
-            let mut adapters: Vec<String> = experiment
-                .mixes
-                .iter()
-                .flat_map(|m| &m.classes)
-                .filter_map(|c| c.model.clone())
-                .collect();
-            adapters.sort();
-            adapters.dedup();
             let config = config
                 .with_faults(faults.clone())
-                .with_adapters(adapters)
+                .with_adapters(mix_adapters(experiment))
                 .with_seed(seed);
             let server = sim::start(config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
                 .await
@@ -1099,7 +1104,148 @@ async fn prepare_target(
         words,
         cache_reset,
         telemetry_off,
+        virtual_target: None,
     })
+}
+
+/// `--virtual` drives only simulated engines: an endpoint among the
+/// selected targets is a usage error before anything runs.
+fn refuse_endpoints_in_virtual_time(
+    experiment: &Experiment,
+    selected: &Plan,
+) -> Result<(), RunError> {
+    let endpoints: Vec<&str> = experiment
+        .targets
+        .iter()
+        .filter(|t| selected.cards.iter().any(|c| c.target == t.name))
+        .filter(|t| matches!(t.kind, TargetKind::Endpoint { .. }))
+        .map(|t| t.name.as_str())
+        .collect();
+    if endpoints.is_empty() {
+        return Ok(());
+    }
+    let sims: Vec<&str> = experiment
+        .targets
+        .iter()
+        .filter(|t| matches!(t.kind, TargetKind::Sim { .. }))
+        .map(|t| t.name.as_str())
+        .collect();
+    Err(RunError::Usage(
+        format!(
+            "--virtual runs the simulated engine on its own clock, but target{} {} {} a real endpoint",
+            if endpoints.len() == 1 { "" } else { "s" },
+            endpoints
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if endpoints.len() == 1 { "is" } else { "are" },
+        ),
+        Some(match sims.first() {
+            Some(sim) => format!(
+                "select the simulated targets (e.g. --target {sim}), or run without --virtual; \
+                 `virtual #true` in a `sim` block makes only that target virtual"
+            ),
+            None => "run without --virtual: this file has no `sim` target".to_string(),
+        }),
+    ))
+}
+
+/// The virtual-time engine of a `sim` target that runs on its own clock
+/// (`--virtual`, or `virtual #true` in its block), with its knobs applied.
+fn virtual_target(
+    target: &Target,
+    experiment: &Experiment,
+    forced: bool,
+) -> Result<Option<exec::virtual_time::VirtualTarget>, RunError> {
+    let TargetKind::Sim {
+        preset,
+        faults,
+        serving,
+    } = &target.kind
+    else {
+        return Ok(None);
+    };
+    if !(forced || serving.virtual_time) {
+        return Ok(None);
+    }
+    let sim_error = |message: String| RunError::Sim {
+        target: target.name.clone(),
+        message,
+    };
+    let base =
+        sim::presets::find(preset).ok_or_else(|| sim_error(format!("unknown preset {preset}")))?;
+    let preset = sim::knobs::apply(base, serving).map_err(|e| sim_error(e.to_string()))?;
+    let base_model = preset.model.served_name.to_string();
+    let served: Vec<String> = std::iter::once(base_model.clone())
+        .chain(mix_adapters(experiment))
+        .collect();
+    Ok(Some(exec::virtual_time::VirtualTarget {
+        model: target.model.clone().unwrap_or(base_model),
+        served,
+        replicas: serving.replicas.max(1),
+        router: serving.router,
+        faults: faults.clone(),
+        seed: experiment.seed,
+        api: target.api,
+        body: exec::BodyOptions {
+            force_length: target.force_length,
+            extra: target.extra_body.clone(),
+        },
+        timeout: target.timeout,
+        network_overhead: serving.network_overhead,
+        preset,
+    }))
+}
+
+/// A mix class's `model` (a LoRA adapter's name, say) is served beside the
+/// base model, as a real server with the adapter loaded would.
+fn mix_adapters(experiment: &Experiment) -> Vec<String> {
+    let mut adapters: Vec<String> = experiment
+        .mixes
+        .iter()
+        .flat_map(|m| &m.classes)
+        .filter_map(|c| c.model.clone())
+        .collect();
+    adapters.sort();
+    adapters.dedup();
+    adapters
+}
+
+/// A virtual-time target: nothing to start or probe. Prompts go out as a
+/// probe of the simulator would find (token ids inside its vocabulary for
+/// `completions`, words it counts one token each for `chat`).
+fn prepare_virtual(
+    target: &Target,
+    virtual_target: exec::virtual_time::VirtualTarget,
+) -> LiveTarget {
+    let token_ids = (target.api == config::Api::Completions)
+        .then(|| TokenIdRange::for_vocabulary(virtual_target.preset.model.vocab))
+        .flatten();
+    LiveTarget {
+        endpoint: Endpoint {
+            base_url: "virtual://".to_string(),
+            api: target.api,
+            model: virtual_target.model.clone(),
+            api_key: None,
+            timeout: target.timeout,
+            http2: false,
+            headers: Vec::new(),
+            body: virtual_target.body.clone(),
+        },
+        sim: None,
+        metrics_url: None,
+        scrape_client: reqwest::Client::new(),
+        tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
+        token_ids,
+        token_id_refusal: None,
+        words: None,
+        cache_reset: None,
+        telemetry_off: Some(
+            "virtual time: the engine runs in process, no server to scrape".to_string(),
+        ),
+        virtual_target: Some(virtual_target),
+    }
 }
 
 /// The target's `header` lines with their values (environment read now).

@@ -284,10 +284,7 @@ fn assemble(
     };
     card.notes = notes(experiment, &card);
     // Server-side readings, when the runs scraped any telemetry.
-    let max_num_seqs = match &target.kind {
-        TargetKind::Sim { preset, .. } => crate::sim::presets::find(preset).map(|p| p.max_num_seqs),
-        TargetKind::Endpoint { .. } => None,
-    };
+    let max_num_seqs = sim_preset(target).map(|p| p.max_num_seqs);
     super::telemetry::annotate_card(&mut card, max_num_seqs);
     card
 }
@@ -410,11 +407,38 @@ pub fn build_report(
     }
 }
 
+/// A `sim` target's preset with its knobs applied (the preset as shipped
+/// if the knobs cannot serve, which `capcard run` refuses anyway).
+fn sim_preset(target: &Target) -> Option<crate::sim::Preset> {
+    let TargetKind::Sim {
+        preset, serving, ..
+    } = &target.kind
+    else {
+        return None;
+    };
+    let base = crate::sim::presets::find(preset)?;
+    Some(crate::sim::knobs::apply(base, serving).unwrap_or_else(|_| base.clone()))
+}
+
 fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
     TargetInfo {
         kind: match &target.kind {
             TargetKind::Endpoint { base_url } => format!("endpoint {base_url}"),
-            TargetKind::Sim { preset, .. } => format!("sim {preset}"),
+            // The knobs that differ from the preset, as the file sets them.
+            TargetKind::Sim {
+                preset, serving, ..
+            } => {
+                let knobs: Vec<String> = serving
+                    .describe()
+                    .into_iter()
+                    .filter(|k| !k.starts_with("calibrated"))
+                    .collect();
+                if knobs.is_empty() {
+                    format!("sim {preset}")
+                } else {
+                    format!("sim {preset} {{ {} }}", knobs.join("; "))
+                }
+            }
         },
         api: match target.api {
             Api::Chat => "chat",
@@ -425,7 +449,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         // A simulated target's hardware is the preset's: say so rather
         // than leave the card's conditions blank.
         hardware: target.hardware.clone().or_else(|| match &target.kind {
-            TargetKind::Sim { preset, .. } => crate::sim::presets::find(preset).map(|p| {
+            TargetKind::Sim { .. } => sim_preset(target).map(|p| {
                 format!(
                     "simulated: {}{} (preset `{}`)",
                     if p.tensor_parallel > 1 {
@@ -440,9 +464,13 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
             TargetKind::Endpoint { .. } => None,
         }),
         runtime: target.runtime.clone().or_else(|| match &target.kind {
-            TargetKind::Sim { .. } => Some(format!(
-                "capcard {} built-in engine (continuous batching, roofline cost model)",
-                crate::TOOL_VERSION
+            TargetKind::Sim { serving, .. } => Some(format!(
+                "capcard {} built-in engine (continuous batching, roofline cost model){}",
+                crate::TOOL_VERSION,
+                match &serving.calibrated {
+                    Some(from) => format!("; calibrated to {from}"),
+                    None => String::new(),
+                }
             )),
             TargetKind::Endpoint { .. } => None,
         }),
@@ -451,6 +479,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         prompt_sizing: None,
         prefix_cache_reset: None,
         telemetry_off: None,
+        clock: None,
     }
 }
 

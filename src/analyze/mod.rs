@@ -399,6 +399,10 @@ pub struct TargetInfo {
     /// Why the runs have no server telemetry, if they have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry_off: Option<String>,
+    /// Which clock measured the runs when it was not the wall clock
+    /// ("virtual time (...)", from the journals); `None`: real time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

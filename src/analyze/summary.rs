@@ -961,6 +961,7 @@ pub(crate) mod tests {
             prompt_sizing: None,
             prefix_cache_reset: None,
             telemetry_off: None,
+            clock: None,
         }
     }
 

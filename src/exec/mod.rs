@@ -82,6 +82,7 @@ pub mod telemetry;
 mod timer;
 pub mod tokenize;
 mod transport;
+pub mod virtual_time;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -44,6 +44,10 @@ pub struct RunHeader {
     /// Why no telemetry was scraped during the run (refused, not offered, off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry_off: Option<String>,
+    /// Set when the run was not measured in real time: it says which clock
+    /// ("virtual time: ..."), and the card repeats it. `None`: wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 /// One LLM call.

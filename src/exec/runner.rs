@@ -492,6 +492,7 @@ pub(crate) async fn run(
         prompt_sizing: source.prompt_sizing(),
         prefix_cache_reset: options.prefix_cache_reset.clone(),
         telemetry_off: options.telemetry_off.clone(),
+        clock: None,
     })));
 
     let user_cancel = options.cancel.clone();

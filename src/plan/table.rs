@@ -171,10 +171,32 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
         plural(plan.cards.len(), "card"),
         plural(experiment.targets.len(), "target"),
     );
+    // Virtual-time cards take the time they simulate only on the engine's
+    // clock: seconds of wall time.
+    let is_virtual = |card: &CardPlan| {
+        experiment.target(&card.target).is_some_and(|t| {
+            matches!(&t.kind, crate::config::TargetKind::Sim { serving, .. } if serving.virtual_time)
+        })
+    };
+    let virtual_s: f64 = plan
+        .cards
+        .iter()
+        .filter(|c| is_virtual(c))
+        .map(|c| c.estimated_wall_time_s)
+        .sum();
+    let virtual_cards = plan.cards.iter().filter(|c| is_virtual(c)).count();
+    if virtual_cards > 0 {
+        let _ = writeln!(
+            out,
+            "{} in virtual time (`virtual #true`): {bound}{} of simulated time, seconds of wall time",
+            plural(virtual_cards, "card"),
+            human_duration(virtual_s),
+        );
+    }
     let _ = writeln!(
         out,
         "estimated wall time {bound}{} (runs in sequence; {} drain allowance per run{})",
-        human_duration(plan.estimated_wall_time_s),
+        human_duration(plan.estimated_wall_time_s - virtual_s),
         human_duration(DRAIN_ALLOWANCE.as_secs_f64()),
         if open_is_bound {
             "; searches at their maximum number of runs"

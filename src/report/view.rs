@@ -58,6 +58,8 @@ pub struct ConditionsView {
     pub prompt_sizing: Option<String>,
     pub prefix_cache_reset: Option<String>,
     pub telemetry_off: Option<String>,
+    /// Which clock measured the runs, when not the wall clock.
+    pub clock: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
     pub arrival: Option<String>,
     pub arrival_words: Option<String>,
@@ -928,14 +930,20 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         }
         _ => arrival_unit_words(&card.workload_profile),
     };
+    let info = &card.target_info;
+    // A simulated run in virtual time says so beside every figure.
+    let clock = if info.clock.is_some() {
+        ", virtual time"
+    } else {
+        ""
+    };
     let modes = ModeTags {
-        closed: "closed loop".to_string(),
+        closed: format!("closed loop{clock}"),
         open: match &card.arrival {
-            Some(a) => format!("open loop, {a}"),
-            None => "open loop".to_string(),
+            Some(a) => format!("open loop, {a}{clock}"),
+            None => format!("open loop{clock}"),
         },
     };
-    let info = &card.target_info;
     let conditions = ConditionsView {
         kind: info.kind.clone(),
         api: info.api.clone(),
@@ -945,6 +953,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         prompt_sizing: info.prompt_sizing.clone(),
         prefix_cache_reset: info.prefix_cache_reset.clone(),
         telemetry_off: info.telemetry_off.clone(),
+        clock: info.clock.clone(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),

@@ -173,6 +173,7 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
             prompt_sizing: None,
             prefix_cache_reset: None,
             telemetry_off: None,
+            clock: None,
         }),
         requests,
         tasks: vec![],

@@ -16,3 +16,4 @@ mod sim;
 mod support;
 mod telemetry;
 mod tokenizer;
+mod virtual_time;

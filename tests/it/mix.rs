@@ -187,6 +187,7 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
             prompt_sizing: None,
             prefix_cache_reset: None,
             telemetry_off: None,
+            clock: None,
         }),
         requests,
         tasks: vec![],

@@ -1,0 +1,267 @@
+//! Virtual time: the same experiment on `sim tiny` measured in real time over
+//! HTTP and on the engine's own clock must give the same card (CrossP and
+//! Cr_closed identical, Cr_open within the search's precision), and the
+//! virtual run says so on the card and in results.json.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use capcard::analyze::CapacityReport;
+
+fn capcard() -> Command {
+    Command::cargo_bin("capcard").expect("binary built")
+}
+
+fn read_report(dir: &Path) -> CapacityReport {
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+    capcard::report::parse_results_json(&text).expect("results.json parses")
+}
+
+/// Short enough to run in real time in the suite (about 40 s).
+const EXPERIMENT: &str = r#"
+experiment "virtual-vs-real" {
+    seed 23
+}
+target "tiny" {
+    sim tiny
+}
+// Long prompts: TTFT is mostly prefill, so the few milliseconds a debug
+// build's HTTP stack adds in real time do not move CrossP.
+workload "chat" {
+    input-tokens lognormal median=384 sigma=0.3 min=64 max=1024
+    output-tokens normal mean=48 stddev=8 min=8 max=96
+}
+slo "interactive" {
+    ttft p50="300ms" p90="800ms"
+    e2e p90="2500ms"
+}
+closed {
+    concurrency 1 4 16 32
+    duration "3s"
+    warmup "300ms"
+}
+open {
+    arrival poisson
+    search min=1 max=100 precision="20%"
+    duration "4s"
+    warmup "300ms"
+    budget "20s"
+}
+"#;
+
+#[test]
+fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("vr.kdl");
+    std::fs::write(&file, EXPERIMENT).unwrap();
+    let real_dir = tmp.path().join("real");
+    let virtual_dir = tmp.path().join("virtual");
+    capcard()
+        .args(["run", "--quiet", "--nonce", "9", "--out"])
+        .arg(&real_dir)
+        .arg(&file)
+        .assert()
+        .success();
+    capcard()
+        .args(["run", "--quiet", "--virtual", "--nonce", "9", "--out"])
+        .arg(&virtual_dir)
+        .arg(&file)
+        .assert()
+        .success();
+    let (real, virt) = (read_report(&real_dir), read_report(&virtual_dir));
+    let (real, virt) = (&real.cards[0], &virt.cards[0]);
+
+    assert_eq!(real.target_info.clock, None);
+    let clock = virt
+        .target_info
+        .clock
+        .as_deref()
+        .expect("virtual runs say so");
+    assert!(clock.starts_with("virtual time"), "{clock}");
+    let card = std::fs::read_to_string(virtual_dir.join("tiny--chat.md")).unwrap();
+    assert!(card.contains("| Clock | virtual time"), "{card}");
+    assert!(card.contains("closed loop, virtual time"), "{card}");
+
+    // The same request stream: the same tasks at every level.
+    assert_eq!(real.closed.len(), virt.closed.len());
+    assert_eq!(
+        real.crossp.as_ref().map(|c| c.concurrency),
+        virt.crossp.as_ref().map(|c| c.concurrency),
+        "CrossP"
+    );
+    assert_eq!(
+        real.cr_closed.as_ref().map(|k| k.range),
+        virt.cr_closed.as_ref().map(|k| k.range),
+        "Cr_closed"
+    );
+    for (r, v) in real.closed.iter().zip(&virt.closed) {
+        let (rt, vt) = (r.output_tokens_per_s, v.output_tokens_per_s);
+        assert!(
+            (rt - vt).abs() <= 0.15 * rt,
+            "c={:?}: {rt} tok/s real, {vt} virtual",
+            r.concurrency
+        );
+    }
+    let rps = |c: &capcard::analyze::Card| c.cr_open.first().and_then(|o| o.rps);
+    let (r, v) = (
+        rps(real).expect("real Cr_open"),
+        rps(virt).expect("virtual Cr_open"),
+    );
+    // Within the search's precision (20%), either way.
+    assert!(
+        (r - v).abs() <= 0.2 * r.max(v),
+        "Cr_open {r} real, {v} virtual"
+    );
+}
+
+#[test]
+fn virtual_time_refuses_endpoint_targets_before_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("mixed.kdl");
+    let text = EXPERIMENT.replace(
+        "target \"tiny\" {\n    sim tiny\n}",
+        "target \"tiny\" {\n    sim tiny\n}\ntarget \"vllm\" {\n    endpoint \"http://127.0.0.1:9/v1\"\n}",
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = tmp.path().join("out");
+    let assert = capcard()
+        .args(["run", "--quiet", "--virtual", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1);
+    // miette wraps lines: compare words.
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr)
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(stderr.contains("`vllm` is a real endpoint"), "{stderr}");
+    assert!(stderr.contains("--target tiny"), "{stderr}");
+    assert!(!out.exists(), "nothing is written");
+}
+
+#[test]
+fn the_same_file_and_seed_give_the_same_virtual_journals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("vr.kdl");
+    std::fs::write(&file, EXPERIMENT).unwrap();
+    let mut lines = Vec::new();
+    for name in ["a", "b"] {
+        let dir = tmp.path().join(name);
+        capcard()
+            .args([
+                "run",
+                "--quiet",
+                "--virtual",
+                "--only",
+                "closed",
+                "--nonce",
+                "4",
+                "--out",
+            ])
+            .arg(&dir)
+            .arg(&file)
+            .assert()
+            .success();
+        let journal = std::fs::read_to_string(dir.join("runs").join("tiny--chat--c0004.jsonl"))
+            .expect("a closed journal");
+        // Everything but the wall-clock stamps of the header and footer.
+        let body: Vec<String> = journal
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"request\""))
+            .map(str::to_string)
+            .collect();
+        assert!(body.len() > 20, "{} records", body.len());
+        lines.push(body);
+    }
+    assert_eq!(lines[0], lines[1]);
+}
+
+/// A simulator with known knobs, measured in virtual time: calibration
+/// must give its knobs back from the journals alone.
+const KNOWN_KNOBS: &str = r#"
+experiment "known-knobs" {
+    seed 31
+}
+target "mystery" {
+    sim tiny {
+        compute-efficiency 0.3
+        memory-efficiency 0.5
+        step-overhead "2ms"
+        per-seq-overhead "50us"
+        virtual #true
+        network-overhead "0.5ms"
+    }
+}
+workload "fixed" {
+    input-tokens uniform min=48 max=160
+    output-tokens fixed 32
+}
+closed {
+    concurrency 1 4 16 32
+    duration "1500ms"
+    warmup "200ms"
+}
+"#;
+
+fn knob(kdl: &str, name: &str) -> f64 {
+    let line = kdl
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no `{name}` in\n{kdl}"));
+    let value = line[name.len()..].trim().trim_matches('"');
+    match value.strip_suffix("ms") {
+        Some(ms) => ms.parse::<f64>().unwrap() / 1e3,
+        None => value.parse().unwrap(),
+    }
+}
+
+#[test]
+fn calibration_recovers_the_knobs_of_a_run_it_did_not_see() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("known.kdl");
+    std::fs::write(&file, KNOWN_KNOBS).unwrap();
+    let dir = tmp.path().join("observed");
+    capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&dir)
+        .arg(&file)
+        .assert()
+        .success();
+    let fitted = tmp.path().join("fitted.kdl");
+    let assert = capcard()
+        .args(["calibrate", "--max-evaluations", "1000", "--out"])
+        .arg(&fitted)
+        .arg(&dir)
+        .assert()
+        .success();
+    let table = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    let kdl = std::fs::read_to_string(&fitted).unwrap();
+    for (name, truth) in [
+        ("compute-efficiency", 0.3),
+        ("memory-efficiency", 0.5),
+        ("step-overhead", 2e-3),
+        ("per-seq-overhead", 50e-6),
+        ("network-overhead", 0.5e-3),
+    ] {
+        let got = knob(&kdl, name);
+        assert!(
+            (got / truth - 1.0).abs() <= 0.10,
+            "{name}: fitted {got}, truth {truth}\n{table}\n{kdl}"
+        );
+    }
+    assert!(kdl.contains("calibrated \""), "{kdl}");
+    assert!(table.contains("| 16 |"), "{table}");
+    // The block is a valid target: `check` accepts it in an experiment.
+    let experiment = tmp.path().join("what-if.kdl");
+    std::fs::write(
+        &experiment,
+        format!(
+            "experiment \"x\" {{\n}}\n{kdl}\nworkload \"w\" {{\n    input-tokens fixed 64\n    output-tokens fixed 16\n}}\nclosed {{\n    concurrency 1\n    duration \"1s\"\n}}\n"
+        ),
+    )
+    .unwrap();
+    capcard().arg("check").arg(&experiment).assert().success();
+}
