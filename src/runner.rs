@@ -543,7 +543,16 @@ async fn execute(
     }
     let result = match &target.virtual_target {
         Some(virtual_target) => {
-            exec::virtual_time::execute_virtual(virtual_target, run, inputs, &path, &options).await
+            // A re-run (longer, or resumed) replaces the run's telemetry.
+            let telemetry = folder.telemetry(&run.id);
+            exec::virtual_time::execute_virtual(
+                virtual_target,
+                run,
+                inputs,
+                (&path, Some(&telemetry)),
+                &options,
+            )
+            .await
         }
         None => exec::execute_run_with(&target.endpoint, run, inputs, &path, &options).await,
     };
@@ -1241,9 +1250,8 @@ fn prepare_virtual(
         token_id_refusal: None,
         words: None,
         cache_reset: None,
-        telemetry_off: Some(
-            "virtual time: the engine runs in process, no server to scrape".to_string(),
-        ),
+        // The engine's own /metrics, read every second of virtual time.
+        telemetry_off: None,
         virtual_target: Some(virtual_target),
     }
 }

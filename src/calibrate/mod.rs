@@ -146,7 +146,7 @@ impl Replay<'_> {
                     JournalLine::End(f) => journal.footer = Some(f),
                 };
                 let inputs = RunInputs::for_run(run, Arc::clone(source));
-                let footer = exec::virtual_time::simulate(
+                let (footer, _telemetry) = exec::virtual_time::simulate(
                     &target,
                     run,
                     inputs,
@@ -278,24 +278,35 @@ pub fn calibrate(request: &CalibrateRequest) -> Result<Calibration, CalibrateErr
         .filter(|s| figures(s).is_some())
         .collect();
     measured.sort_by_key(|s| s.concurrency);
-    let top = measured.last().and_then(|s| s.concurrency).unwrap_or(1);
-    let running_max = measured
+    // The batch cap shows in telemetry as a plateau: the same most-running
+    // at the sweep's two top levels, below the top concurrency (vLLM at
+    // c=4 and c=8 with --max-num-seqs 4). Fewer running at the top level
+    // alone can be KV pressure or calls in transit, not a cap.
+    let running: Vec<(u32, f64)> = measured
         .iter()
-        .filter_map(|s| s.server.as_ref().and_then(|t| t.requests_running_max))
-        .fold(None::<f64>, |m, v| Some(m.map_or(v, |m| m.max(v))));
-    let (max_num_seqs, max_num_seqs_from) = match (request.max_num_seqs, running_max) {
+        .filter_map(|s| {
+            let max = s.server.as_ref().and_then(|t| t.requests_running_max)?;
+            Some((s.concurrency?, max))
+        })
+        .collect();
+    let plateau = match running.as_slice() {
+        [.., (_, below), (c, top)] if (below - top).abs() < 0.5 && *top < f64::from(*c) => {
+            Some((*c, top.round() as u32))
+        }
+        _ => None,
+    };
+    let (max_num_seqs, max_num_seqs_from) = match (request.max_num_seqs, plateau) {
         (Some(n), _) => (n, "--max-num-seqs".to_string()),
-        (None, Some(running)) if (running as u32) < top => (
-            running.round() as u32,
+        (None, Some((c, cap))) => (
+            cap,
             format!(
-                "the server's telemetry: at most {} requests running at once at concurrency {top}",
-                running.round()
+                "the server's telemetry: at most {cap} requests running at once at the top two levels (up to concurrency {c})"
             ),
         ),
         _ => (
             base.max_num_seqs,
             format!(
-                "the preset `{}` (the sweep never exceeded the server's batch; pass --max-num-seqs if it differs)",
+                "the preset `{}` (the server's telemetry shows no batch cap below the sweep; pass --max-num-seqs if it differs)",
                 base.name
             ),
         ),

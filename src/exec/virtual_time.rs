@@ -39,16 +39,21 @@ use super::record::{
 use super::request::{BodyOptions, RequestSource, build_call_body};
 use super::runner::DRAIN_GRACE;
 use super::stream::round_us;
+use super::telemetry::{ScrapeRecord, record_from_text};
 use super::{ExecError, RunInputs, RunOptions};
 use crate::config::{Api, SimFaults, SimRouter, StopRule};
 use crate::plan::{Load, RunPlan};
 use crate::sim::cluster::Router;
+use crate::sim::http::merge_rendered;
+use crate::sim::metrics::render;
 use crate::sim::request::{Faulted, Refusal, fault_draw, parse_call};
 use crate::sim::{Engine, Preset, RequestId};
 use crate::workload::{CallSpec, Task, TaskSpec};
 
 /// Period of the in-flight samples in the footer (as in real time).
 const INFLIGHT_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+/// Period of the engine's telemetry, as `capcard run` scrapes a server.
+const SCRAPE_PERIOD: Duration = Duration::from_secs(1);
 
 /// A `sim` target as the virtual clock drives it.
 #[derive(Debug, Clone)]
@@ -90,11 +95,13 @@ impl VirtualTarget {
 
 /// Execute one run in virtual time: the journal at `journal_path` as
 /// [`super::execute_run_with`] writes it, and the journal in memory.
+/// The engine's own `/metrics`, rendered every second of virtual time, go
+/// to `telemetry_path` as `capcard run` journals a server's scrapes.
 pub async fn execute_virtual(
     target: &VirtualTarget,
     run: &RunPlan,
     inputs: RunInputs,
-    journal_path: &Path,
+    (journal_path, telemetry_path): (&Path, Option<&Path>),
     options: &RunOptions,
 ) -> Result<Journal, ExecError> {
     let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;
@@ -120,8 +127,8 @@ pub async fn execute_virtual(
         )
     })
     .await;
-    let footer = match simulated {
-        Ok(footer) => footer?,
+    let (footer, telemetry) = match simulated {
+        Ok(simulated) => simulated?,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => {
             return Err(ExecError::BadRun {
@@ -130,6 +137,12 @@ pub async fn execute_virtual(
             });
         }
     };
+    if let Some(path) = telemetry_path {
+        write_telemetry(path, &telemetry).map_err(|source| ExecError::Journal {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
     let _ = journal_tx.send(WriterMsg::Finish(footer));
     drop(journal_tx);
     match writer.await {
@@ -142,11 +155,24 @@ pub async fn execute_virtual(
     }
 }
 
+/// One line per scrape, as [`super::telemetry::Scraper`] writes them.
+fn write_telemetry(path: &Path, scrapes: &[ScrapeRecord]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut text = String::new();
+    for scrape in scrapes {
+        text.push_str(&serde_json::to_string(scrape).map_err(std::io::Error::other)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text)
+}
+
 /// One run in virtual time, in memory: the journal's lines go to `sink` in
 /// the order the HTTP runner writes them (header, then records as calls and
-/// tasks end), and the footer's plan is returned. No I/O, no clock: the
-/// same target, run and inputs give the same lines. `cancelled` is polled
-/// (Ctrl-C).
+/// tasks end); the footer's plan and the engine's telemetry (one scrape per
+/// second) are returned. No I/O, no clock: the same target, run and inputs
+/// give the same lines. `cancelled` is polled (Ctrl-C).
 pub fn simulate(
     target: &VirtualTarget,
     run: &RunPlan,
@@ -154,7 +180,7 @@ pub fn simulate(
     (prefix_cache_reset, telemetry_off): (Option<String>, Option<String>),
     cancelled: &dyn Fn() -> bool,
     sink: &mut dyn FnMut(JournalLine),
-) -> Result<FooterPlan, ExecError> {
+) -> Result<(FooterPlan, Vec<ScrapeRecord>), ExecError> {
     let bad_run = |reason: &str| ExecError::BadRun {
         run: run.id.clone(),
         reason: reason.to_string(),
@@ -188,15 +214,16 @@ pub fn simulate(
     }));
     let mut sim = Sim::new(target, run, source, concurrency.is_some(), sink);
     let outcome = sim.run(concurrency, arrivals, cancelled);
-    Ok(FooterPlan {
+    let footer = FooterPlan {
         measure_from_ms,
         window_end: outcome.window_end,
         arrivals_ms: outcome.arrivals_ms,
-        inflight_samples: sim.inflight_samples,
+        inflight_samples: std::mem::take(&mut sim.inflight_samples),
         interrupted: outcome.interrupted,
         finished_at: journal::rfc3339_utc(SystemTime::now()),
         connections_opened: None,
-    })
+    };
+    Ok((footer, std::mem::take(&mut sim.scrapes)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -324,6 +351,8 @@ struct Sim<'a> {
     inflight: u32,
     next_sample: Duration,
     inflight_samples: Vec<(f64, u32)>,
+    next_scrape: Duration,
+    scrapes: Vec<ScrapeRecord>,
 }
 
 impl<'a> Sim<'a> {
@@ -376,6 +405,8 @@ impl<'a> Sim<'a> {
             inflight: 0,
             next_sample: Duration::ZERO,
             inflight_samples: Vec::new(),
+            next_scrape: Duration::ZERO,
+            scrapes: Vec::new(),
         }
     }
 
@@ -545,12 +576,28 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Moves the clock to `t`, sampling the calls in flight on the way.
+    /// Moves the clock to `t`, sampling the calls in flight and scraping
+    /// the engines' metrics on the way (nothing changes between events).
     fn advance_to(&mut self, t: Duration) {
         while self.next_sample < t {
             self.inflight_samples
                 .push((ms(self.next_sample), self.inflight));
             self.next_sample += INFLIGHT_SAMPLE_PERIOD;
+        }
+        while self.next_scrape < t {
+            let texts: Vec<String> = self
+                .engines
+                .iter()
+                .map(|e| render(&self.target.model, &e.metrics()))
+                .collect();
+            let text = if texts.len() == 1 {
+                texts.into_iter().next().unwrap_or_default()
+            } else {
+                merge_rendered(&texts)
+            };
+            self.scrapes
+                .push(record_from_text(ms(self.next_scrape), &text));
+            self.next_scrape += SCRAPE_PERIOD;
         }
         self.now = self.now.max(t);
     }
@@ -897,7 +944,9 @@ impl<'a> Sim<'a> {
         let Some(state) = self.tasks.remove(&index) else {
             return;
         };
-        if state.task.spec.calls() > 1 || !matches!(state.task.spec, TaskSpec::Single(_)) {
+        // As in real time: a conversation or agent task has its own record,
+        // a single call does not.
+        if !matches!(state.task.spec, TaskSpec::Single(_)) {
             self.emit(JournalLine::Task(TaskRecord {
                 task: index,
                 scheduled_ms: ms(state.started),

@@ -1175,13 +1175,12 @@ mod tests {
     }
 
     /// The sanity figures of the issue note: single-stream decode and
-    /// saturated throughput of h100-llama3-8b against published vLLM runs.
-    /// References: a single Llama-3.1-8B bf16 stream decodes at ~77% of the
-    /// HBM ceiling under vLLM (J. Musgrave, "vLLM throughput-latency sweep on
-    /// NVIDIA A100": 75 tok/s on an A100-40GB), i.e. ~160 tok/s on an H100's
-    /// 3.35 TB/s; saturated output throughput of Llama-3.1-8B bf16 on one
-    /// H100 is reported around 12,500 tok/s (morphllm.com "vLLM Benchmarks",
-    /// 2026), less with long prompts. Run with `--nocapture` to see them.
+    /// saturated throughput of h100-llama3-8b against published runs, held
+    /// to ±25% as every preset's are (`presets::PUBLISHED`, whose sources
+    /// are cited there): a single Llama-3-8B bf16 stream decodes at about
+    /// 111 tok/s on one H100, and saturated output throughput is reported
+    /// around 12,500 tok/s (morphllm.com "vLLM Benchmarks"), less with long
+    /// prompts. Run with `--nocapture` to see them.
     #[test]
     fn h100_llama3_8b_is_near_published_vllm_figures() {
         let p = find("h100-llama3-8b").unwrap();
@@ -1191,7 +1190,7 @@ mod tests {
             ttft * 1e3
         );
         assert!(
-            (100.0..170.0).contains(&single),
+            (111.0 * 0.75..111.0 * 1.25).contains(&single),
             "single stream {single} tok/s"
         );
         let (prefill_heavy, _) = closed_loop(p, 256, 1024, 128, 1024);
@@ -1203,7 +1202,7 @@ mod tests {
         let (decode_heavy, _) = closed_loop(p, 1024, 128, 512, 3072);
         eprintln!("h100-llama3-8b c=1024, 128 in/512 out: {decode_heavy:.0} output tok/s");
         assert!(
-            (8_000.0..25_000.0).contains(&decode_heavy),
+            (12_500.0 * 0.75..12_500.0 * 1.25).contains(&decode_heavy),
             "{decode_heavy} tok/s"
         );
         // Same shape as the A100 sweep cited above (1024 in/128 out): c=1 75

@@ -431,7 +431,7 @@ const AVERAGED: [&str; 2] = ["vllm:kv_cache_usage_perc{", "vllm:gpu_cache_usage_
 /// The replicas' expositions (each from [`render`], so line for line alike)
 /// as one: every sample summed, histogram buckets included, except the KV
 /// usage gauges, averaged.
-fn merge_rendered(texts: &[String]) -> String {
+pub(crate) fn merge_rendered(texts: &[String]) -> String {
     let Some(first) = texts.first() else {
         return String::new();
     };

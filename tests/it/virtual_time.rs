@@ -82,17 +82,29 @@ fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
     assert!(card.contains("| Clock | virtual time"), "{card}");
     assert!(card.contains("closed loop, virtual time"), "{card}");
 
-    // The same request stream: the same tasks at every level.
+    // The same request stream: the same tasks at every level. On a release
+    // build CrossP and Cr_closed are identical (BENCHMARKS.md); a debug
+    // build's real-time simulator on a loaded CI machine can lag its own
+    // schedule, so here the knee's ranges must overlap.
     assert_eq!(real.closed.len(), virt.closed.len());
     assert_eq!(
         real.crossp.as_ref().map(|c| c.concurrency),
         virt.crossp.as_ref().map(|c| c.concurrency),
         "CrossP"
     );
-    assert_eq!(
-        real.cr_closed.as_ref().map(|k| k.range),
-        virt.cr_closed.as_ref().map(|k| k.range),
-        "Cr_closed"
+    let (rk, vk) = (
+        real.cr_closed
+            .as_ref()
+            .map(|k| k.range)
+            .expect("real Cr_closed"),
+        virt.cr_closed
+            .as_ref()
+            .map(|k| k.range)
+            .expect("virtual Cr_closed"),
+    );
+    assert!(
+        rk[0] <= vk[1] && vk[0] <= rk[1],
+        "Cr_closed {rk:?} real, {vk:?} virtual"
     );
     for (r, v) in real.closed.iter().zip(&virt.closed) {
         let (rt, vt) = (r.output_tokens_per_s, v.output_tokens_per_s);
@@ -174,6 +186,16 @@ fn the_same_file_and_seed_give_the_same_virtual_journals() {
             .collect();
         assert!(body.len() > 20, "{} records", body.len());
         lines.push(body);
+        // The engine's own /metrics, journaled every virtual second, as a
+        // server's scrapes are: the card's telemetry readings have data.
+        let telemetry =
+            std::fs::read_to_string(dir.join("telemetry").join("tiny--chat--c0004.jsonl"))
+                .expect("virtual runs journal the engine's telemetry");
+        assert!(telemetry.lines().count() >= 3, "{telemetry}");
+        assert!(
+            telemetry.contains("vllm:num_requests_running"),
+            "{telemetry}"
+        );
     }
     assert_eq!(lines[0], lines[1]);
 }
