@@ -188,10 +188,13 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
     if virtual_cards > 0 {
         let _ = writeln!(
             out,
-            "{} in virtual time (`virtual #true`): {bound}{} of simulated time, seconds of wall time",
+            "{} in virtual time (`virtual #true`): {bound}{} of simulated time, a small fraction of it in wall time",
             plural(virtual_cards, "card"),
             human_duration(virtual_s),
         );
+    }
+    if virtual_cards == plan.cards.len() && virtual_cards > 0 {
+        return out;
     }
     let _ = writeln!(
         out,

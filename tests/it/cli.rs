@@ -67,6 +67,28 @@ fn plan_prints_a_table_and_json() {
 }
 
 #[test]
+fn plan_counts_virtual_time_cards_apart_from_the_wall_time() {
+    let assert = capcard()
+        .args(["plan", "experiments/what-if.kdl"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("4 cards in virtual time (`virtual #true`)"),
+        "{stdout}"
+    );
+    // Every card is virtual: no real-time estimate to give.
+    assert!(!stdout.contains("estimated wall time"), "{stdout}");
+    let assert = capcard()
+        .args(["plan", "experiments/quickstart.kdl"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(!stdout.contains("virtual time"), "{stdout}");
+    assert!(stdout.contains("estimated wall time"), "{stdout}");
+}
+
+#[test]
 fn sim_list_names_every_preset() {
     let assert = capcard().args(["sim", "--list"]).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
