@@ -25,10 +25,11 @@ experiment "virtual-vs-real" {
 target "tiny" {
     sim tiny
 }
-// Long prompts: TTFT is mostly prefill, so the few milliseconds a debug
-// build's HTTP stack adds in real time do not move CrossP.
+// Short enough that 32 sequences fit tiny's KV cache: with preemption the
+// knee would hang on the exact order of arrivals, which real time does not
+// reproduce.
 workload "chat" {
-    input-tokens lognormal median=384 sigma=0.3 min=64 max=1024
+    input-tokens lognormal median=96 sigma=0.4 min=16 max=256
     output-tokens normal mean=48 stddev=8 min=8 max=96
 }
 slo "interactive" {
@@ -83,28 +84,25 @@ fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
     assert!(card.contains("closed loop, virtual time"), "{card}");
 
     // The same request stream: the same tasks at every level. On a release
-    // build CrossP and Cr_closed are identical (BENCHMARKS.md); a debug
-    // build's real-time simulator on a loaded CI machine can lag its own
-    // schedule, so here the knee's ranges must overlap.
+    // build CrossP and Cr_closed are identical (BENCHMARKS.md). A debug
+    // build's HTTP stack adds a few milliseconds to every real TTFT, which
+    // can move CrossP by one level: here their zones must overlap.
     assert_eq!(real.closed.len(), virt.closed.len());
-    assert_eq!(
-        real.crossp.as_ref().map(|c| c.concurrency),
-        virt.crossp.as_ref().map(|c| c.concurrency),
-        "CrossP"
-    );
-    let (rk, vk) = (
-        real.cr_closed
+    let (rz, vz) = (
+        real.crossp.as_ref().map(|c| c.zone).expect("real CrossP"),
+        virt.crossp
             .as_ref()
-            .map(|k| k.range)
-            .expect("real Cr_closed"),
-        virt.cr_closed
-            .as_ref()
-            .map(|k| k.range)
-            .expect("virtual Cr_closed"),
+            .map(|c| c.zone)
+            .expect("virtual CrossP"),
     );
     assert!(
-        rk[0] <= vk[1] && vk[0] <= rk[1],
-        "Cr_closed {rk:?} real, {vk:?} virtual"
+        rz[0] <= vz[1] && vz[0] <= rz[1],
+        "CrossP zones {rz:?} real, {vz:?} virtual"
+    );
+    assert_eq!(
+        real.cr_closed.as_ref().map(|k| k.range),
+        virt.cr_closed.as_ref().map(|k| k.range),
+        "Cr_closed"
     );
     for (r, v) in real.closed.iter().zip(&virt.closed) {
         let (rt, vt) = (r.output_tokens_per_s, v.output_tokens_per_s);
@@ -176,7 +174,7 @@ fn the_same_file_and_seed_give_the_same_virtual_journals() {
             .arg(&file)
             .assert()
             .success();
-        let journal = std::fs::read_to_string(dir.join("runs").join("tiny--chat--c0004.jsonl"))
+        let journal = std::fs::read_to_string(dir.join("runs").join("tiny--chat--c0016.jsonl"))
             .expect("a closed journal");
         // Everything but the wall-clock stamps of the header and footer.
         let body: Vec<String> = journal
@@ -189,7 +187,7 @@ fn the_same_file_and_seed_give_the_same_virtual_journals() {
         // The engine's own /metrics, journaled every virtual second, as a
         // server's scrapes are: the card's telemetry readings have data.
         let telemetry =
-            std::fs::read_to_string(dir.join("telemetry").join("tiny--chat--c0004.jsonl"))
+            std::fs::read_to_string(dir.join("telemetry").join("tiny--chat--c0016.jsonl"))
                 .expect("virtual runs journal the engine's telemetry");
         assert!(telemetry.lines().count() >= 3, "{telemetry}");
         assert!(
