@@ -213,6 +213,24 @@ impl RunInputs {
     }
 }
 
+/// An open schedule's arrivals.
+pub(crate) type Arrivals = Box<dyn Iterator<Item = Duration> + Send>;
+
+/// A run's concurrency (closed loop) or arrival schedule (open loop), or
+/// why the two do not go together; shared by both executors.
+pub(crate) fn load_of(
+    run: &RunPlan,
+    arrivals: Option<Arrivals>,
+) -> Result<(Option<u32>, Option<Arrivals>), &'static str> {
+    match (run.load, arrivals) {
+        (Load::Concurrency { concurrency: 0 }, _) => Err("concurrency 0"),
+        (Load::Concurrency { concurrency }, None) => Ok((Some(concurrency), None)),
+        (Load::Rate { .. }, Some(arrivals)) => Ok((None, Some(arrivals))),
+        (Load::Concurrency { .. }, Some(_)) => Err("an arrival schedule for a closed-loop run"),
+        (Load::Rate { .. }, None) => Err("an open-loop run without an arrival schedule"),
+    }
+}
+
 /// [`execute_run`] with explicit inputs.
 pub async fn execute_run_with(
     endpoint: &Endpoint,

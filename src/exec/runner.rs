@@ -456,17 +456,7 @@ pub(crate) async fn run(
     let url = client::endpoint_url(&endpoint.base_url, api_path(endpoint.api))?;
     let auth = client::bearer(endpoint.api_key.as_deref())?;
     let RunInputs { source, arrivals } = inputs;
-    let (concurrency, arrivals) = match (run.load, arrivals) {
-        (Load::Concurrency { concurrency: 0 }, _) => return Err(bad_run("concurrency 0")),
-        (Load::Concurrency { concurrency }, None) => (Some(concurrency), None),
-        (Load::Rate { .. }, Some(arrivals)) => (None, Some(arrivals)),
-        (Load::Concurrency { .. }, Some(_)) => {
-            return Err(bad_run("an arrival schedule for a closed-loop run"));
-        }
-        (Load::Rate { .. }, None) => {
-            return Err(bad_run("an open-loop run without an arrival schedule"));
-        }
-    };
+    let (concurrency, arrivals) = super::load_of(run, arrivals).map_err(bad_run)?;
     let headers = Arc::new(client::parse_headers(&endpoint.headers)?);
     let target = HttpTarget {
         transport: client::build_transport(&url, endpoint.http2, auth.as_ref(), &headers)?,

@@ -186,17 +186,7 @@ pub fn simulate(
         reason: reason.to_string(),
     };
     let RunInputs { source, arrivals } = inputs;
-    let (concurrency, arrivals) = match (run.load, arrivals) {
-        (Load::Concurrency { concurrency: 0 }, _) => return Err(bad_run("concurrency 0")),
-        (Load::Concurrency { concurrency }, None) => (Some(concurrency), None),
-        (Load::Rate { .. }, Some(arrivals)) => (None, Some(arrivals)),
-        (Load::Concurrency { .. }, Some(_)) => {
-            return Err(bad_run("an arrival schedule for a closed-loop run"));
-        }
-        (Load::Rate { .. }, None) => {
-            return Err(bad_run("an open-loop run without an arrival schedule"));
-        }
-    };
+    let (concurrency, arrivals) = super::load_of(run, arrivals).map_err(bad_run)?;
     if target.replicas == 0 {
         return Err(bad_run("a simulator with 0 replicas"));
     }
