@@ -37,6 +37,7 @@ fn main() -> miette::Result<()> {
             headers: vec![],
             force_length: true,
             extra_body: Default::default(),
+            max_context: None,
         }],
         workloads: vec![Workload {
             name: "chat".into(),

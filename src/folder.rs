@@ -215,6 +215,7 @@ pub fn recompute(
         let mut cache_reset = None;
         let mut telemetry_off = None;
         let mut clock = None;
+        let mut context_window = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
         for (path, journal, last_completed_ms) in &journals {
@@ -235,6 +236,9 @@ pub fn recompute(
             }
             if clock.is_none() {
                 clock.clone_from(&header.clock);
+            }
+            if context_window.is_none() {
+                context_window.clone_from(&header.context_window);
             }
             if content_nonce.is_none() && header.content_nonce != 0 {
                 content_nonce = Some(header.content_nonce);
@@ -319,6 +323,8 @@ pub fn recompute(
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
         card.target_info.clock = clock;
+        card.target_info.context_fit = context_fit(experiment, card_plan, context_window.as_ref());
+        card.target_info.context_window = context_window;
         cards.push(card);
     }
 
@@ -566,6 +572,27 @@ pub fn rerender(
             })
         }
     }
+}
+
+/// The card's workloads (a mix's classes) against the window its runs met:
+/// the sentence of the first that can exceed it, for the Conditions table.
+fn context_fit(
+    experiment: &Experiment,
+    card_plan: &crate::plan::CardPlan,
+    window: Option<&crate::plan::context::ContextWindow>,
+) -> Option<String> {
+    let window = window?;
+    let names: Vec<&str> = match &card_plan.mix {
+        Some(mix) => mix.classes.iter().map(|c| c.workload.as_str()).collect(),
+        None => vec![card_plan.workload.as_str()],
+    };
+    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+    names.into_iter().find_map(|name| {
+        let workload = experiment.workload(name)?;
+        let seed = crate::plan::workload_seed(experiment.seed, name);
+        let fit = crate::plan::context::fit(workload, trace, seed, window.clone());
+        fit.can_overflow().then(|| fit.describe(name))
+    })
 }
 
 #[cfg(test)]

@@ -254,7 +254,15 @@ fn check(files: &[std::path::PathBuf]) -> ExitCode {
     let mut failed = false;
     for file in files {
         match config::load(file) {
-            Ok(experiment) => println!("{}", config::summary_line(file, &experiment)),
+            Ok(experiment) => {
+                println!("{}", config::summary_line(file, &experiment));
+                // Warnings point into the file the experiment was just read from.
+                let text = std::fs::read_to_string(file).unwrap_or_default();
+                let source = config::source_for(file, &text);
+                for warning in plan::context::warnings(&experiment, Some(&source)) {
+                    eprintln!("{:?}", miette::Report::new(warning));
+                }
+            }
             Err(e) => {
                 failed = true;
                 eprintln!("{:?}", miette::Report::new(e));

@@ -134,6 +134,9 @@ struct LiveTarget {
     telemetry_off: Option<String>,
     /// Runs on the engine's own clock instead of over HTTP.
     virtual_target: Option<exec::virtual_time::VirtualTarget>,
+    /// The model's window: declared (sim preset, `max-context`) or reported
+    /// by the server at the start.
+    context_window: Option<plan::context::ContextWindow>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -309,6 +312,7 @@ async fn drive(
         telemetry_off: None,
         // Summaries stream the journals from disk: memory stays flat.
         discard_records: true,
+        context_window: None,
     };
     for card in &selected.cards {
         let Some(target) = live.get(&card.target) else {
@@ -327,6 +331,7 @@ async fn drive(
             },
         };
         let _ = writeln!(log, "card {} × {}", card.target, card.workload);
+        warn_context_overflow(experiment, card, target, log);
         let mut closed: Vec<RunSummary> = Vec::new();
         for run in &card.closed {
             if cancel.is_cancelled() {
@@ -532,6 +537,7 @@ async fn execute(
     );
     let mut options = options.clone();
     options.telemetry_off.clone_from(&target.telemetry_off);
+    options.context_window.clone_from(&target.context_window);
     if let Some(reset) = target.cache_reset {
         options.prefix_cache_reset = exec::client::post_admin(
             &target.endpoint.base_url,
@@ -1000,6 +1006,7 @@ async fn prepare_target(
     let model = match &target.model {
         Some(m) => m.clone(),
         None => models
+            .ids
             .first()
             .cloned()
             .ok_or_else(|| RunError::Unreachable {
@@ -1062,6 +1069,12 @@ async fn prepare_target(
     } else {
         (None, None)
     };
+    let context_window = match &target.kind {
+        TargetKind::Sim { .. } => plan::context::declared_window(target),
+        TargetKind::Endpoint { .. } => {
+            server_window(target, &models, &model, &base_url, api_key.as_deref(), log).await
+        }
+    };
     let tokenizer = target.tokenizer.as_ref().and_then(|t| t.loaded.clone());
     // Text prompts without a local tokenizer: ask the server's own which
     // words are one token. The simulator counts words already.
@@ -1114,7 +1127,73 @@ async fn prepare_target(
         cache_reset,
         telemetry_off,
         virtual_target: None,
+        context_window,
     })
+}
+
+/// Before a card's first run: warn, with the numbers, when its workloads
+/// (a mix's classes too) can exceed the target's window. The calls beyond it
+/// will be refused and counted as `context-length`, never as capacity.
+fn warn_context_overflow(
+    experiment: &Experiment,
+    card: &CardPlan,
+    target: &LiveTarget,
+    log: &mut (dyn Write + Send),
+) {
+    let Some(window) = &target.context_window else {
+        return;
+    };
+    let names: Vec<&str> = match &card.mix {
+        Some(mix) => mix.classes.iter().map(|c| c.workload.as_str()).collect(),
+        None => vec![card.workload.as_str()],
+    };
+    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+    for name in names {
+        let Some(workload) = experiment.workload(name) else {
+            continue;
+        };
+        let seed = plan::workload_seed(experiment.seed, name);
+        let fit = plan::context::fit(workload, trace, seed, window.clone());
+        if fit.can_overflow() {
+            let _ = writeln!(log, "  warning: {}", fit.describe(name));
+        }
+    }
+}
+
+/// An endpoint's window: what the server reports for `model` (its model
+/// list, else TGI's `/info`), else the target's `max-context`. Where the
+/// two disagree the server's is kept, since it is what refuses calls, and
+/// the log says so.
+async fn server_window(
+    target: &Target,
+    models: &exec::client::ModelList,
+    model: &str,
+    base_url: &str,
+    api_key: Option<&str>,
+    log: &mut (dyn Write + Send),
+) -> Option<plan::context::ContextWindow> {
+    let reported = match models.window_of(model) {
+        Some((tokens, field)) => Some((tokens, format!("server: GET /v1/models {field}"))),
+        None => exec::client::probe_info_window(base_url, api_key, Duration::from_secs(5))
+            .await
+            .map(|tokens| (tokens, "server: GET /info max_total_tokens".to_string())),
+    };
+    match (reported, target.max_context) {
+        (Some((tokens, source)), declared) => {
+            if let Some(declared) = declared.filter(|&d| d != tokens) {
+                let _ = writeln!(
+                    log,
+                    "  context window: the server reports {tokens} tokens, the target declares                      `max-context {declared}`; the server's is what refuses calls, so it is used"
+                );
+            }
+            Some(plan::context::ContextWindow { tokens, source })
+        }
+        (None, Some(tokens)) => Some(plan::context::ContextWindow {
+            tokens,
+            source: "`max-context`".to_string(),
+        }),
+        (None, None) => None,
+    }
 }
 
 /// `--virtual` drives only simulated engines: an endpoint among the
@@ -1203,6 +1282,7 @@ fn virtual_target(
         },
         timeout: target.timeout,
         network_overhead: serving.network_overhead,
+        context_window: plan::context::declared_window(target),
         preset,
     }))
 }
@@ -1252,6 +1332,7 @@ fn prepare_virtual(
         cache_reset: None,
         // The engine's own /metrics, read every second of virtual time.
         telemetry_off: None,
+        context_window: virtual_target.context_window.clone(),
         virtual_target: Some(virtual_target),
     }
 }

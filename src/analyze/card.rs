@@ -480,6 +480,8 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         prefix_cache_reset: None,
         telemetry_off: None,
         clock: None,
+        context_window: None,
+        context_fit: None,
     }
 }
 
@@ -645,6 +647,23 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             } else {
                 format!("{} runs: {}", in_runs.len(), in_runs.join(", "))
             }
+        ));
+    }
+    let context_rejected: u64 = runs
+        .iter()
+        .filter_map(|s| s.errors_by_class.get(ErrorClass::ContextLength.as_str()))
+        .sum();
+    if context_rejected > 0 {
+        let window = card.target_info.context_window.as_ref().map_or_else(
+            || "the model's window".to_string(),
+            |w| format!("the {}-token window ({})", w.tokens, w.source),
+        );
+        notes.push(format!(
+            "{context_rejected} measured calls were refused for context length: prompt + output \
+             beyond {window}. That is the workload not fitting the target, not its capacity: \
+             they are left out of every SLO verdict (error rate, percentiles, task E2E), so every \
+             figure here describes only the calls that fit, the shorter ones. Give the target a \
+             longer window (`max-context`, a longer-context model) or bound the workload"
         ));
     }
     let client_limit: u64 = runs
@@ -890,6 +909,7 @@ mod tests {
             headers: vec![],
             force_length: true,
             extra_body: Default::default(),
+            max_context: None,
         }
     }
 

@@ -403,6 +403,14 @@ pub struct TargetInfo {
     /// ("virtual time (...)", from the journals); `None`: real time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// The model's context window the runs met (from the journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<crate::plan::context::ContextWindow>,
+    /// How the card's workload compares with that window, one sentence
+    /// (`plan::context::ContextFit::describe`); `None` when every call drawn
+    /// fits, or the window is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_fit: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

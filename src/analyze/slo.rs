@@ -237,7 +237,9 @@ impl SloEvidence {
                     failed,
                 } => match t.e2e_ms {
                     Some(v) => beyond.push(batch, v > *bound_ms),
-                    None if t.failed_calls > 0 => {
+                    // A task whose only failures are context-window
+                    // refusals never fit the target: no sample either way.
+                    None if t.failed_calls > t.context_rejected_calls => {
                         beyond.push(batch, true);
                         *failed += 1;
                     }
@@ -778,6 +780,7 @@ mod tests {
                 e2e_ms: (i % 2 == 0).then_some(2000.0),
                 calls: 3,
                 failed_calls: u32::from(i % 2 == 1),
+                context_rejected_calls: 0,
                 class: None,
             };
             evidence.task(&t, (i / 2) as usize);

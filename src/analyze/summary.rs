@@ -962,6 +962,7 @@ pub(crate) mod tests {
             prefix_cache_reset: None,
             telemetry_off: None,
             clock: None,
+            context_window: None,
         }
     }
 
@@ -1316,6 +1317,7 @@ pub(crate) mod tests {
                 e2e_ms: Some(3000.0),
                 calls: 3,
                 failed_calls: 0,
+                context_rejected_calls: 0,
                 class: None,
             },
             TaskRecord {
@@ -1325,6 +1327,7 @@ pub(crate) mod tests {
                 e2e_ms: Some(4000.0),
                 calls: 3,
                 failed_calls: 0,
+                context_rejected_calls: 0,
                 class: None,
             },
             TaskRecord {
@@ -1334,6 +1337,7 @@ pub(crate) mod tests {
                 e2e_ms: None,
                 calls: 3,
                 failed_calls: 1,
+                context_rejected_calls: 0,
                 class: None,
             },
         ];

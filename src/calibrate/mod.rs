@@ -133,6 +133,7 @@ impl Replay<'_> {
             },
             timeout: self.target.timeout,
             network_overhead: params.network_overhead(),
+            context_window: None,
             preset,
         };
         self.runs

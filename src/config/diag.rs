@@ -75,6 +75,59 @@ impl ConfigDiagnostic {
     }
 }
 
+/// Something in a valid experiment that will not measure what it seems to
+/// (a workload beyond its target's context window): shown by `check` as a
+/// miette warning at its span; the file still loads.
+#[derive(Debug, Clone, Error, Diagnostic)]
+#[error("{message}")]
+#[diagnostic(severity(Warning))]
+pub struct ConfigWarning {
+    message: String,
+    #[source_code]
+    source_code: Option<Source>,
+    #[label(collection)]
+    labels: Vec<LabeledSpan>,
+    #[help]
+    help: Option<String>,
+}
+
+impl ConfigWarning {
+    /// A warning pointing at `span` of `source` when both are known.
+    pub fn new(
+        source: Option<&Source>,
+        span: Option<SourceSpan>,
+        label: impl Into<String>,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) -> Self {
+        let labels = match (source, span) {
+            (Some(_), Some(span)) => {
+                vec![LabeledSpan::new_primary_with_span(Some(label.into()), span)]
+            }
+            _ => Vec::new(),
+        };
+        ConfigWarning {
+            message: message.into(),
+            source_code: source.cloned(),
+            labels,
+            help,
+        }
+    }
+
+    /// Adds a secondary label when the span is known.
+    pub fn with_label(mut self, span: Option<SourceSpan>, label: impl Into<String>) -> Self {
+        if let (Some(span), Some(_)) = (span, &self.source_code) {
+            self.labels
+                .push(LabeledSpan::new_with_span(Some(label.into()), span));
+        }
+        self
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 /// Why an experiment could not be loaded.
 #[derive(Debug, Error, Diagnostic)]
 pub enum ConfigError {

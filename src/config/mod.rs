@@ -16,7 +16,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use diag::{ConfigDiagnostic, ConfigError};
+pub use diag::{ConfigDiagnostic, ConfigError, ConfigWarning, Source, source_for};
 pub use model::*;
 pub use validate::validate;
 

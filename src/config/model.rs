@@ -111,6 +111,12 @@ pub struct Target {
     /// `extra-body { name value ... }`: fields added to every call's body.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `max-context 131072`: the longest prompt + output the model accepts,
+    /// in tokens. An endpoint's declared window (the server's own report
+    /// wins where it gives one, and the two are compared); a `sim`'s engine
+    /// window (vLLM's `--max-model-len`, see [`SimServing::max_context`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -162,6 +168,9 @@ pub enum MetricsSource {
     Url { url: String },
 }
 
+// A handful of targets per experiment, matched on everywhere: boxing the
+// sim's knobs would cost more reading than the bytes it saves.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum TargetKind {
@@ -223,6 +232,10 @@ pub struct SimServing {
     /// Where the knobs came from, as `capcard calibrate` writes it: the card
     /// states it (`calibrated "DIR: TTFT p50 +3%, ..."`).
     pub calibrated: Option<String>,
+    /// vLLM `--max-model-len`: the engine's window in tokens, from the
+    /// target's `max-context` (one place for every kind of target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context: Option<u32>,
 }
 
 impl Default for SimServing {
@@ -244,6 +257,7 @@ impl Default for SimServing {
             virtual_time: false,
             network_overhead: Duration::ZERO,
             calibrated: None,
+            max_context: None,
         }
     }
 }
@@ -264,7 +278,8 @@ pub enum SimRouter {
 
 impl SimServing {
     /// True when no knob that changes the engine is set: the preset serves
-    /// as it is, on one replica. `virtual`, `network-overhead` (how the
+    /// as it is, on one replica (the target's `max-context` aside: the card
+    /// gives the window a row of its own). `virtual`, `network-overhead` (how the
     /// engine is driven) and `calibrated` (a note) do not count, nor does
     /// `router=` of a single replica, which has nothing to route between.
     pub fn is_default_serving(&self) -> bool {
@@ -285,7 +300,8 @@ impl SimServing {
     /// The knobs that are set, one line each as the `sim { }` block writes
     /// them (`max-num-seqs 512`, `replicas 2 router=least-loaded`,
     /// `prefix-caching #false`), in declaration order; empty for a preset
-    /// run as it is. For cards.
+    /// run as it is. For cards. The target's `max-context` is not among them:
+    /// it is a line of the target, and the card gives the window its own row.
     pub fn describe(&self) -> Vec<String> {
         fn secs(d: Duration) -> String {
             format!("\"{}\"", super::units::format_secs(d.as_secs_f64()))
@@ -438,6 +454,7 @@ mod sim_serving_tests {
             virtual_time: false,
             network_overhead: Duration::ZERO,
             calibrated: None,
+            max_context: Some(4096),
         };
         assert!(!serving.is_default_serving());
         assert_eq!(

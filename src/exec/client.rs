@@ -379,11 +379,8 @@ async fn stream_call(
             .and_then(|v| error_message(&v))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         let detail = truncate_detail(&format!("HTTP {}: {message}", status_text(status)));
-        return (
-            StreamEnd::Failed(ErrorClass::HttpStatus, detail),
-            Instant::now(),
-            None,
-        );
+        let class = super::stream::http_error_class(status, &String::from_utf8_lossy(&body));
+        return (StreamEnd::Failed(class, detail), Instant::now(), None);
     }
     let mut decoder = SseDecoder::new();
     loop {
@@ -461,7 +458,29 @@ pub async fn probe_models(
     api_key: Option<&str>,
     timeout: Duration,
 ) -> Result<Vec<String>, ExecError> {
-    probe_models_with(base_url, api_key, &[], timeout).await
+    probe_models_with(base_url, api_key, &[], timeout)
+        .await
+        .map(|list| list.ids)
+}
+
+/// What `GET /models` says: the ids, and each model's context window where
+/// the server reports one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelList {
+    pub ids: Vec<String>,
+    /// `(id, tokens, field)`: vLLM's and SGLang's `max_model_len`,
+    /// llama.cpp's `meta.n_ctx` (one slot's context).
+    pub windows: Vec<(String, u32, &'static str)>,
+}
+
+impl ModelList {
+    /// The window of model `id`, with the field it was read from.
+    pub fn window_of(&self, id: &str) -> Option<(u32, &'static str)> {
+        self.windows
+            .iter()
+            .find(|(model, _, _)| model == id)
+            .map(|(_, tokens, field)| (*tokens, *field))
+    }
 }
 
 /// [`probe_models`], also sending the target's own `headers`.
@@ -470,7 +489,7 @@ pub async fn probe_models_with(
     api_key: Option<&str>,
     headers: &[(String, String)],
     timeout: Duration,
-) -> Result<Vec<String>, ExecError> {
+) -> Result<ModelList, ExecError> {
     let url = endpoint_url(base_url, "models")?;
     let unreachable = |reason: String| ExecError::Unreachable {
         url: url.to_string(),
@@ -505,12 +524,70 @@ pub async fn probe_models_with(
             "HTTP {status}: {message}"
         ))));
     }
-    parse_model_ids(&body).ok_or_else(|| {
+    let ids = parse_model_ids(&body).ok_or_else(|| {
         unreachable(truncate_detail(&format!(
             "the answer is not an OpenAI model list: {}",
             String::from_utf8_lossy(&body)
         )))
+    })?;
+    Ok(ModelList {
+        ids,
+        windows: parse_model_windows(&body),
     })
+}
+
+/// The context windows a model list reports: `max_model_len` (vLLM,
+/// SGLang) or llama.cpp's `meta.n_ctx`, per id. Models without one are
+/// left out.
+pub(crate) fn parse_model_windows(body: &[u8]) -> Vec<(String, u32, &'static str)> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let Some(models) = value.get("data").and_then(|d| d.as_array()) else {
+        return Vec::new();
+    };
+    let tokens = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n > 0)
+    };
+    models
+        .iter()
+        .filter_map(|m| {
+            let id = m.get("id")?.as_str()?.to_string();
+            if let Some(n) = tokens(m.get("max_model_len")) {
+                return Some((id, n, "max_model_len"));
+            }
+            let n = tokens(m.get("meta").and_then(|meta| meta.get("n_ctx")))?;
+            Some((id, n, "meta.n_ctx"))
+        })
+        .collect()
+}
+
+/// TGI's window: `GET {root}/info` → `max_total_tokens` (prompt + output),
+/// for servers whose model list reports none. `None` when there is no such
+/// route or field.
+pub async fn probe_info_window(
+    base_url: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Option<u32> {
+    let root = base_url.trim_end_matches('/').trim_end_matches("/v1");
+    let client = reqwest::Client::builder().timeout(timeout).build().ok()?;
+    let mut request = client.get(format!("{root}/info"));
+    if let Ok(Some(auth)) = bearer(api_key) {
+        request = request.header(AUTHORIZATION, auth);
+    }
+    let response = request.send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let value: serde_json::Value = response.json().await.ok()?;
+    value
+        .get("max_total_tokens")?
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n > 0)
 }
 
 /// `{"data": [{"id": ...}, ...]}` → ids; `None` if it is not that shape.
@@ -779,6 +856,19 @@ mod tests {
             parse_model_ids(br#"{"object":"list","data":[{"id":"a"},{"id":"b","owned_by":"x"}]}"#);
         assert_eq!(ids, Some(vec!["a".to_string(), "b".to_string()]));
         assert_eq!(parse_model_ids(br#"{"data":[{"name":"a"}]}"#), None);
+        // vLLM and SGLang report max_model_len, llama.cpp meta.n_ctx.
+        let vllm = br#"{"object":"list","data":[{"id":"tiny-llama","object":"model","max_model_len":2048,"root":"/m"}]}"#;
+        assert_eq!(
+            parse_model_windows(vllm),
+            [("tiny-llama".to_string(), 2048, "max_model_len")]
+        );
+        let llama_cpp = br#"{"models":[{"name":"tiny-llama"}],"object":"list","data":[{"id":"tiny-llama","object":"model","owned_by":"llamacpp","meta":{"n_vocab":8448,"n_ctx":2048,"n_ctx_train":4096}}]}"#;
+        assert_eq!(
+            parse_model_windows(llama_cpp),
+            [("tiny-llama".to_string(), 2048, "meta.n_ctx")]
+        );
+        assert!(parse_model_windows(br#"{"data":[{"id":"gpt-4o"}]}"#).is_empty());
+        assert!(parse_model_windows(b"<html>").is_empty());
         assert_eq!(parse_model_ids(b"<html>"), None);
     }
 

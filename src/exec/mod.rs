@@ -139,6 +139,8 @@ pub struct RunOptions {
     /// Return only the journal's header and footer: the records stay on
     /// disk, and memory does not grow with the run (`capcard run` does this).
     pub discard_records: bool,
+    /// The target's context window, if known (journaled, for the card).
+    pub context_window: Option<crate::plan::context::ContextWindow>,
 }
 
 /// What makes a run impossible. Endpoint failures during a run are not

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::plan::RunPlan;
 
 /// One line of `runs/<run-id>.jsonl`.
+// One header per journal against thousands of records: the lines are built
+// and written one at a time, never stored in bulk as this enum.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum JournalLine {
@@ -48,6 +51,10 @@ pub struct RunHeader {
     /// ("virtual time: ..."), and the card repeats it. `None`: wall clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// The target's context window as known at the start (sim preset,
+    /// `max-context`, or the server's report); `None`: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<crate::plan::context::ContextWindow>,
 }
 
 /// One LLM call.
@@ -105,9 +112,18 @@ impl RequestRecord {
     }
 
     /// Whether the endpoint failed the call: any error but `cancelled`
-    /// (the client stopped it, not the endpoint).
+    /// (the client stopped it, not the endpoint) and `context-length` (the
+    /// call could never fit the model's window: the workload's fault, so it
+    /// must not read as the replica's capacity).
     pub fn is_failure(&self) -> bool {
-        self.error.is_some_and(|e| e != ErrorClass::Cancelled)
+        self.error
+            .is_some_and(|e| e != ErrorClass::Cancelled && e != ErrorClass::ContextLength)
+    }
+
+    /// Whether the server refused the call because prompt + output exceed
+    /// the model's context window.
+    pub fn is_context_rejection(&self) -> bool {
+        self.error == Some(ErrorClass::ContextLength)
     }
 
     /// Time per output token after the first, (E2E − TTFT) / (output − 1),
@@ -142,6 +158,11 @@ pub enum ErrorClass {
     Timeout,
     /// Non-2xx HTTP status.
     HttpStatus,
+    /// The server refused the call because its prompt plus the output asked
+    /// for exceed the model's context window (vLLM's "maximum context
+    /// length", llama.cpp's `exceed_context_size_error`, ...). A mismatch of
+    /// workload and target: counted and shown, never judged as capacity.
+    ContextLength,
     /// Connection closed before `[DONE]` / a finish reason.
     BrokenStream,
     /// An event that is not valid JSON or lacks the expected fields.
@@ -162,6 +183,7 @@ impl ErrorClass {
             ErrorClass::Connect => "connect",
             ErrorClass::Timeout => "timeout",
             ErrorClass::HttpStatus => "http-status",
+            ErrorClass::ContextLength => "context-length",
             ErrorClass::BrokenStream => "broken-stream",
             ErrorClass::MalformedEvent => "malformed-event",
             ErrorClass::EmptyOutput => "empty-output",
@@ -180,7 +202,12 @@ pub struct TaskRecord {
     /// Whole task, from `scheduled_ms`; `None` if any call failed.
     pub e2e_ms: Option<f64>,
     pub calls: u32,
+    /// Calls that failed, `context-length` rejections included.
     pub failed_calls: u32,
+    /// Of `failed_calls`, those refused for context length: a task whose
+    /// only failures are these is no sample of any SLO.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_rejected_calls: u32,
     /// The mix class of the task; `None` outside a mix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,

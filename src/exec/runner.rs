@@ -59,6 +59,7 @@ struct Ctx {
 /// How one call ended, for its task.
 struct CallOutcome {
     ok: bool,
+    rejected_for_context: bool,
     scheduled: Instant,
     completed: Instant,
 }
@@ -164,9 +165,11 @@ impl Ctx {
         sent.record.class = class.map(|c| c.name.to_string());
         self.live.on_record(&sent.record);
         let ok = sent.record.is_ok();
+        let rejected_for_context = sent.record.is_context_rejection();
         self.emit(JournalLine::Request(sent.record));
         Some(CallOutcome {
             ok,
+            rejected_for_context,
             scheduled: sent.scheduled,
             completed: sent.completed,
         })
@@ -181,6 +184,7 @@ impl Ctx {
         let mut first = first.into_iter();
         let mut calls = 0u32;
         let mut failed = 0u32;
+        let mut context_rejected = 0u32;
         let mut cut = false;
         let mut last_end = start;
         // The first call's scheduled instant (closed loop: its send).
@@ -216,6 +220,7 @@ impl Ctx {
                     }
                     calls += 1;
                     failed += u32::from(!outcome.ok);
+                    context_rejected += u32::from(outcome.rejected_for_context);
                     last_end = outcome.completed;
                 }
             }
@@ -255,6 +260,7 @@ impl Ctx {
                             Some(outcome) => {
                                 calls += 1;
                                 failed += u32::from(!outcome.ok);
+                                context_rejected += u32::from(outcome.rejected_for_context);
                                 step_end = step_end.max(outcome.completed);
                             }
                             None => cut = true,
@@ -282,6 +288,7 @@ impl Ctx {
             e2e_ms: (!cut && failed == 0).then_some(round_us(completed_ms - scheduled_ms)),
             calls,
             failed_calls: failed,
+            context_rejected_calls: context_rejected,
             class: class.map(|c| c.name.to_string()),
         }));
     }
@@ -483,6 +490,7 @@ pub(crate) async fn run(
         prefix_cache_reset: options.prefix_cache_reset.clone(),
         telemetry_off: options.telemetry_off.clone(),
         clock: None,
+        context_window: options.context_window.clone(),
     })));
 
     let user_cancel = options.cancel.clone();

@@ -141,6 +141,47 @@ pub fn error_message(value: &serde_json::Value) -> Option<String> {
     }
 }
 
+/// Phrases engines use when a prompt plus the output asked for do not fit
+/// the model's window, lowercased: vLLM and OpenAI ("maximum context
+/// length", `context_length_exceeded`), vLLM's V1 engine ("longer than the
+/// maximum model length"), SGLang ("longer than the model's context
+/// length"), llama.cpp (`exceed_context_size_error`, "exceeds the available
+/// context size"), TGI ("`inputs` tokens + `max_new_tokens` must be <="),
+/// Anthropic-style proxies ("prompt is too long").
+const CONTEXT_OVERFLOW_PHRASES: [&str; 8] = [
+    "maximum context length",
+    "context_length_exceeded",
+    "longer than the maximum model length",
+    "longer than the model's context length",
+    "exceed_context_size_error",
+    "exceeds the available context size",
+    "must be <=",
+    "prompt is too long",
+];
+
+/// Whether an error (an HTTP body or an error event's text) says the call
+/// does not fit the model's context window. TGI's "must be <=" only counts
+/// next to its token names, so an unrelated bound is not taken for one.
+pub fn says_context_overflow(text: &str) -> bool {
+    let text = text.to_lowercase();
+    CONTEXT_OVERFLOW_PHRASES.iter().any(|phrase| {
+        text.contains(phrase)
+            && (*phrase != "must be <="
+                || text.contains("max_new_tokens")
+                || text.contains("max_total_tokens"))
+    })
+}
+
+/// The class of a call the server answered with a non-2xx `status` and
+/// `body`: a context-window refusal (400, 413, 422) is its own class.
+pub fn http_error_class(status: u16, body: &str) -> ErrorClass {
+    if matches!(status, 400 | 413 | 422) && says_context_overflow(body) {
+        ErrorClass::ContextLength
+    } else {
+        ErrorClass::HttpStatus
+    }
+}
+
 impl StreamObserver {
     pub fn new() -> Self {
         Self::default()
@@ -193,8 +234,14 @@ impl StreamObserver {
         if let Some(error) = &chunk.error {
             let message = error_message(&serde_json::json!({ "error": error }))
                 .unwrap_or_else(|| error.to_string());
+            // Some servers refuse an oversized prompt in the stream itself.
+            let class = if says_context_overflow(&error.to_string()) {
+                ErrorClass::ContextLength
+            } else {
+                ErrorClass::BrokenStream
+            };
             return EventVerdict::Fail(
-                ErrorClass::BrokenStream,
+                class,
                 truncate_detail(&format!("server sent an error event: {message}")),
             );
         }
@@ -600,6 +647,67 @@ mod tests {
             Some("no completion within 40 ms")
         );
         assert_eq!(r.completed_ms, 50.0);
+    }
+
+    #[test]
+    fn context_overflow_refusals_of_every_engine_are_one_class() {
+        let refusals = [
+            // vLLM (OpenAI server), also OpenAI itself.
+            r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).","type":"BadRequestError","param":null,"code":400}"#,
+            r#"{"error":{"message":"...","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            // vLLM V1 engine.
+            r#"{"message":"The decoder prompt (length 9000) is longer than the maximum model length of 8192."}"#,
+            // SGLang.
+            r#"{"message":"The input (9000 tokens) is longer than the model's context length (8192 tokens)."}"#,
+            // llama.cpp (as llama-server answers).
+            r#"{"error":{"code":400,"message":"request (5005 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5005,"n_ctx":2048}}"#,
+            // TGI (422).
+            r#"{"error":"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`","error_type":"validation"}"#,
+        ];
+        for body in refusals {
+            let status = if body.contains("validation") {
+                422
+            } else {
+                400
+            };
+            assert_eq!(
+                http_error_class(status, body),
+                ErrorClass::ContextLength,
+                "{body}"
+            );
+        }
+        // Other refusals, and the same words with a server error status.
+        for (status, body) in [
+            (400, r#"{"message":"The model `x` does not exist."}"#),
+            (
+                422,
+                r#"{"error":"Input validation error: `temperature` must be <= 2"}"#,
+            ),
+            (
+                500,
+                r#"{"message":"This model's maximum context length is 8192 tokens."}"#,
+            ),
+            (429, "rate limited"),
+        ] {
+            assert_eq!(
+                http_error_class(status, body),
+                ErrorClass::HttpStatus,
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_event_about_the_context_is_a_context_rejection() {
+        let mut o = StreamObserver::new();
+        let verdict = o.on_event(
+            &ev(r#"{"error":{"message":"This model's maximum context length is 2048 tokens.","code":400}}"#),
+            1.0,
+        );
+        assert!(
+            matches!(verdict, EventVerdict::Fail(ErrorClass::ContextLength, _)),
+            "{verdict:?}"
+        );
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct VirtualTarget {
     pub timeout: Duration,
     /// Added between a call's send and its submission to the engine.
     pub network_overhead: Duration,
+    /// The engine's window and where it comes from, for the journal.
+    pub context_window: Option<crate::plan::context::ContextWindow>,
 }
 
 impl VirtualTarget {
@@ -201,6 +203,7 @@ pub fn simulate(
         prefix_cache_reset,
         telemetry_off,
         clock: Some(target.clock()),
+        context_window: target.context_window.clone(),
     }));
     let mut sim = Sim::new(target, run, source, concurrency.is_some(), sink);
     let outcome = sim.run(concurrency, arrivals, cancelled);
@@ -264,6 +267,7 @@ struct TaskState {
     stage_end: Duration,
     calls: u32,
     failed: u32,
+    context_rejected: u32,
     started: Duration,
     closed_slot: bool,
 }
@@ -632,6 +636,7 @@ impl<'a> Sim<'a> {
                 stage_end: self.now,
                 calls: 0,
                 failed: 0,
+                context_rejected: 0,
                 started: self.now,
                 closed_slot,
             },
@@ -747,7 +752,8 @@ impl<'a> Sim<'a> {
         call.replica = Some(replica);
         if let Err(e) = self.engines[replica].submit(request, self.now) {
             let detail = format!("HTTP 400 Bad Request: {e}");
-            self.end_call(id, Some((ErrorClass::HttpStatus, detail)), Some(400));
+            let class = crate::exec::stream::http_error_class(400, &detail);
+            self.end_call(id, Some((class, detail)), Some(400));
         }
     }
 
@@ -843,6 +849,7 @@ impl<'a> Sim<'a> {
         }
         self.inflight = self.inflight.saturating_sub(1);
         let ok = error.is_none();
+        let rejected_for_context = matches!(error, Some((ErrorClass::ContextLength, _)));
         let scheduled_ms = ms(call.scheduled);
         let completed = if ok {
             call.token_at.last().copied().unwrap_or(at).max(at)
@@ -905,6 +912,7 @@ impl<'a> Sim<'a> {
         };
         state.calls += 1;
         state.failed += u32::from(!ok);
+        state.context_rejected += u32::from(rejected_for_context);
         state.stage_end = state.stage_end.max(completed);
         state.pending = state.pending.saturating_sub(1);
         if state.pending > 0 {
@@ -946,6 +954,7 @@ impl<'a> Sim<'a> {
                 )),
                 calls: state.calls,
                 failed_calls: state.failed,
+                context_rejected_calls: state.context_rejected,
                 class: state.task.class.as_ref().map(|c| c.name.to_string()),
             }));
         }
@@ -988,6 +997,7 @@ impl<'a> Sim<'a> {
                 e2e_ms: None,
                 calls: state.calls,
                 failed_calls: state.failed,
+                context_rejected_calls: state.context_rejected,
                 class: state.task.class.as_ref().map(|c| c.name.to_string()),
             }));
         }
@@ -1010,9 +1020,10 @@ fn refused(refusal: &Refusal) -> (ErrorClass, String, u16) {
                 404 => "404 Not Found",
                 _ => "400 Bad Request",
             };
+            let message = refusal.message();
             (
-                ErrorClass::HttpStatus,
-                format!("HTTP {text}: {}", refusal.message()),
+                crate::exec::stream::http_error_class(status, &message),
+                format!("HTTP {text}: {message}"),
                 status,
             )
         }

@@ -15,6 +15,7 @@
 //! while two levels of one sweep send different prompts (a level must not hit
 //! the prefix cache warmed by the level before it).
 
+pub mod context;
 mod estimate;
 mod table;
 
@@ -591,7 +592,7 @@ pub fn frontier_bounds(experiment: &Experiment) -> usize {
     clauses * multipliers
 }
 
-fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
+pub(crate) fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
     mix(experiment_seed, hash_str(workload))
 }
 
@@ -788,6 +789,7 @@ mod tests {
             headers: vec![],
             force_length: true,
             extra_body: Default::default(),
+            max_context: None,
         }
     }
 

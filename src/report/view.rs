@@ -60,6 +60,10 @@ pub struct ConditionsView {
     pub telemetry_off: Option<String>,
     /// Which clock measured the runs, when not the wall clock.
     pub clock: Option<String>,
+    /// `"8192 tokens (sim preset ...)"`; `None`: unknown.
+    pub context_window: Option<String>,
+    /// How the workload compares with it, when it can exceed it.
+    pub context_fit: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
     pub arrival: Option<String>,
     pub arrival_words: Option<String>,
@@ -255,6 +259,18 @@ pub struct InvalidRunsView {
     pub errors_by_class: Vec<ClassCount>,
 }
 
+/// Calls refused because prompt + output exceed the model's window: the
+/// workload does not fit the target, and the card says so before any figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextRejectionsView {
+    pub calls: u64,
+    /// Every measured call of the card (served, failed or refused).
+    pub measured_calls: u64,
+    pub share: f64,
+    /// `"the 8192-token window (sim preset ...)"`, or the model's window.
+    pub window: String,
+}
+
 /// A run whose server served prompt tokens from its prefix cache.
 #[derive(Debug, Clone, Serialize)]
 pub struct CacheHitRun {
@@ -317,6 +333,8 @@ pub struct CardView {
     pub frontier_dense: Option<String>,
     /// Shown under Status and first in the Reading. `None`: every run valid.
     pub invalid: Option<InvalidRunsView>,
+    /// Calls the server refused for context length; `None`: none were.
+    pub context_rejections: Option<ContextRejectionsView>,
     /// Runs with prefix-cache hits the workload does not explain (it declares
     /// no reuse), so their TTFT is optimistic; empty when there are none.
     pub unexplained_cache_hits: Vec<CacheHitRun>,
@@ -838,6 +856,27 @@ fn invalid_runs(card: &Card) -> Option<InvalidRunsView> {
     })
 }
 
+fn context_rejections(card: &Card) -> Option<ContextRejectionsView> {
+    let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
+    let calls: u64 = runs
+        .iter()
+        .filter_map(|s| s.errors_by_class.get("context-length"))
+        .sum();
+    if calls == 0 {
+        return None;
+    }
+    let measured_calls: u64 = runs.iter().map(|s| s.requests + s.errors).sum();
+    Some(ContextRejectionsView {
+        calls,
+        measured_calls,
+        share: calls as f64 / measured_calls.max(1) as f64,
+        window: card.target_info.context_window.as_ref().map_or_else(
+            || "the model's window".to_string(),
+            |w| format!("the {}-token window ({})", w.tokens, w.source),
+        ),
+    })
+}
+
 fn telemetry_view(card: &Card, modes: &ModeTags) -> Option<TelemetryView> {
     let any_server = card
         .closed
@@ -954,6 +993,11 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         prefix_cache_reset: info.prefix_cache_reset.clone(),
         telemetry_off: info.telemetry_off.clone(),
         clock: info.clock.clone(),
+        context_window: info
+            .context_window
+            .as_ref()
+            .map(|w| format!("{} tokens, prompt + output ({})", w.tokens, w.source)),
+        context_fit: info.context_fit.clone(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),
@@ -1048,6 +1092,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
                 .join(", ")
         }),
         invalid: invalid_runs(card),
+        context_rejections: context_rejections(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,
         mix: mix_view(card),

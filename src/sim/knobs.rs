@@ -52,6 +52,22 @@ pub enum KnobError {
     },
     #[error("kv-cache-tokens {tokens} holds no whole KV-cache block of {block_size} tokens")]
     KvCacheTooSmall { tokens: u64, block_size: u32 },
+    #[error(
+        "max-context {tokens} is beyond {model}'s own context of {model_tokens} tokens (vLLM \
+         refuses a max-model-len the model was not trained for); use at most {model_tokens}, or \
+         a preset of a longer-context model (`capcard sim --list`)"
+    )]
+    ContextBeyondModel {
+        tokens: u32,
+        model: &'static str,
+        model_tokens: u32,
+    },
+    #[error(
+        "max-context {tokens} does not fit the KV cache of {cache_tokens} tokens (vLLM refuses to \
+         start when one sequence of max-model-len cannot be held); lower it, or raise \
+         gpu-memory-utilization or tensor-parallel"
+    )]
+    ContextBeyondCache { tokens: u32, cache_tokens: u64 },
 }
 
 fn fraction(knob: &'static str, value: f64) -> Result<f64, KnobError> {
@@ -143,6 +159,23 @@ pub fn apply(preset: &Preset, serving: &SimServing) -> Result<Preset, KnobError>
             },
         });
     }
+    if let Some(tokens) = serving.max_context {
+        let tokens = at_least_one("max-context", tokens)?;
+        if tokens > p.model.max_context_tokens {
+            return Err(KnobError::ContextBeyondModel {
+                tokens,
+                model: p.model.served_name,
+                model_tokens: p.model.max_context_tokens,
+            });
+        }
+        if u64::from(tokens) > p.kv_capacity_tokens() {
+            return Err(KnobError::ContextBeyondCache {
+                tokens,
+                cache_tokens: p.kv_capacity_tokens(),
+            });
+        }
+        p.max_model_len_override = Some(tokens);
+    }
     Ok(p)
 }
 
@@ -180,6 +213,35 @@ mod tests {
         );
         // Freed weight memory and halved per-token KV: more than twice the tokens.
         assert!(tp2.kv_capacity_tokens() > 2 * p.kv_capacity_tokens());
+    }
+
+    #[test]
+    fn max_context_sets_the_window_within_the_model_and_the_cache() {
+        let with = |tokens: u32| SimServing {
+            max_context: Some(tokens),
+            ..SimServing::default()
+        };
+        assert_eq!(apply(h100(), &with(4096)).unwrap().max_model_len(), 4096);
+        assert!(matches!(
+            apply(h100(), &with(32_768)),
+            Err(KnobError::ContextBeyondModel {
+                model_tokens: 8192,
+                ..
+            })
+        ));
+        let long = find("h100-llama3.1-8b").unwrap();
+        assert_eq!(long.max_model_len(), 131_072);
+        assert_eq!(apply(long, &with(32_768)).unwrap().max_model_len(), 32_768);
+        // A cache smaller than the window: vLLM would not start.
+        let small_cache = SimServing {
+            kv_cache_tokens: Some(16_384),
+            max_context: Some(32_768),
+            ..SimServing::default()
+        };
+        assert!(matches!(
+            apply(long, &small_cache),
+            Err(KnobError::ContextBeyondCache { .. })
+        ));
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct Preset {
     /// KV-cache capacity in tokens when set, instead of the one derived
     /// from memory (a `kv-cache-tokens` knob, or a calibrated CPU engine).
     pub kv_cache_tokens_override: Option<u64>,
+    /// vLLM `--max-model-len` when set (the target's `max-context`): the
+    /// window the engine accepts, instead of the model's own context.
+    pub max_model_len_override: Option<u32>,
     pub efficiency: Efficiency,
 }
 
@@ -153,10 +156,13 @@ impl Preset {
         u64::from(self.kv_capacity_blocks()) * u64::from(self.block_size)
     }
 
-    /// Longest prompt + output accepted: the model's context, capped so one
-    /// request always fits in the KV cache on its own (vLLM refuses to start
-    /// otherwise).
+    /// Longest prompt + output accepted: `--max-model-len` when set, else
+    /// the model's context capped so one request always fits in the KV cache
+    /// on its own (vLLM refuses to start otherwise).
     pub fn max_model_len(&self) -> u32 {
+        if let Some(len) = self.max_model_len_override {
+            return len;
+        }
         let cap = u32::try_from(self.kv_capacity_tokens()).unwrap_or(u32::MAX);
         self.model.max_context_tokens.min(cap)
     }
@@ -176,6 +182,16 @@ const LLAMA3_8B: Model = Model {
     vocab: 128_256,
     max_context_tokens: 8192,
     bytes_per_value: 2.0,
+};
+
+/// Meta-Llama-3.1-8B(-Instruct) (`config.json`: the architecture of
+/// Llama-3-8B, with RoPE scaling to a 131,072-token context), bf16. vLLM
+/// serves it with `max_model_len` 131072 when the KV cache holds that many
+/// tokens.
+const LLAMA31_8B: Model = Model {
+    served_name: "sim/llama-3.1-8b",
+    max_context_tokens: 131_072,
+    ..LLAMA3_8B
 };
 
 /// Meta-Llama-3-70B (`config.json`: 80 layers, hidden 8192, 64 heads, 8 KV
@@ -311,7 +327,7 @@ pub const L4: Hardware = Hardware {
     interconnect_bytes_per_s: 32.0e9,
 };
 
-static PRESETS: [Preset; 5] = [
+static PRESETS: [Preset; 7] = [
     // Published figures: PUBLISHED (single stream, batch 8, saturated).
     Preset {
         name: "h100-llama3-8b",
@@ -326,6 +342,7 @@ static PRESETS: [Preset; 5] = [
         prefix_caching: true,
         chunked_prefill: true,
         kv_cache_tokens_override: None,
+        max_model_len_override: None,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Two H200s, TP=2. Published figures: PUBLISHED (vLLM's batch-8 latency
@@ -343,6 +360,7 @@ static PRESETS: [Preset; 5] = [
         prefix_caching: true,
         chunked_prefill: true,
         kv_cache_tokens_override: None,
+        max_model_len_override: None,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Published figures: PUBLISHED (single stream and c=8, measured on the
@@ -360,6 +378,41 @@ static PRESETS: [Preset; 5] = [
         prefix_caching: true,
         chunked_prefill: true,
         kv_cache_tokens_override: None,
+        max_model_len_override: None,
+        efficiency: AMPERE_EFFICIENCY,
+    },
+    // Llama-3.1-8B: Llama-3-8B's weights and speed (the same PUBLISHED
+    // figures hold) with its 128k context, for long prompts and agents.
+    Preset {
+        name: "h100-llama3.1-8b",
+        hardware: H100_SXM,
+        tensor_parallel: 1,
+        model: LLAMA31_8B,
+        gpu_memory_utilization: 0.9,
+        activation_reserve_bytes: 3.0 * GIB,
+        max_num_seqs: LARGE_GPU_MAX_SEQS,
+        max_num_batched_tokens: LARGE_GPU_BATCHED_TOKENS,
+        block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
+        max_model_len_override: None,
+        efficiency: HOPPER_EFFICIENCY,
+    },
+    Preset {
+        name: "a100-llama3.1-8b",
+        hardware: A100_SXM_80GB,
+        tensor_parallel: 1,
+        model: LLAMA31_8B,
+        gpu_memory_utilization: 0.9,
+        activation_reserve_bytes: 2.0 * GIB,
+        max_num_seqs: OTHER_GPU_MAX_SEQS,
+        max_num_batched_tokens: OTHER_GPU_BATCHED_TOKENS,
+        block_size: 16,
+        prefix_caching: true,
+        chunked_prefill: true,
+        kv_cache_tokens_override: None,
+        max_model_len_override: None,
         efficiency: AMPERE_EFFICIENCY,
     },
     // Llama-3-8B bf16 leaves only a few GB for the KV cache on an L4, which
@@ -378,6 +431,7 @@ static PRESETS: [Preset; 5] = [
         prefix_caching: true,
         chunked_prefill: true,
         kv_cache_tokens_override: None,
+        max_model_len_override: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // Made up, for tests and demos: a ~0.1 B-parameter model on a slow
@@ -417,6 +471,7 @@ static PRESETS: [Preset; 5] = [
         prefix_caching: true,
         chunked_prefill: true,
         kv_cache_tokens_override: None,
+        max_model_len_override: None,
         efficiency: Efficiency {
             compute: 0.6,
             memory: 0.8,
@@ -606,8 +661,16 @@ pub fn describe_all() -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<26} {:<16} {:>11} {:>11} {:>12} {:>12} {:>9}",
-        "PRESET", "HARDWARE", "MODEL", "MEMORY", "BANDWIDTH", "BF16 PEAK", "KV TOKENS", "MAX SEQS"
+        "{:<20} {:<26} {:<16} {:>8} {:>11} {:>11} {:>12} {:>12} {:>9}",
+        "PRESET",
+        "HARDWARE",
+        "MODEL",
+        "CONTEXT",
+        "MEMORY",
+        "BANDWIDTH",
+        "BF16 PEAK",
+        "KV TOKENS",
+        "MAX SEQS"
     );
     for p in all() {
         let gpus = if p.tensor_parallel > 1 {
@@ -617,10 +680,11 @@ pub fn describe_all() -> String {
         };
         let _ = writeln!(
             out,
-            "{:<20} {:<26} {:<16} {:>7.1} GiB {:>6.2} TB/s {:>6.0} TF/s {:>12} {:>9}",
+            "{:<20} {:<26} {:<16} {:>8} {:>7.1} GiB {:>6.2} TB/s {:>6.0} TF/s {:>12} {:>9}",
             p.name,
             gpus,
             p.model.served_name.trim_start_matches("sim/"),
+            p.max_model_len(),
             p.hardware.memory_bytes / GIB,
             p.hardware.memory_bandwidth_bytes_per_s / 1e12,
             p.hardware.peak_bf16_flops_per_s / 1e12,
@@ -629,7 +693,9 @@ pub fn describe_all() -> String {
         );
     }
     out.push_str(
-        "Memory, bandwidth and peak are per GPU; KV tokens is the cache capacity of the replica.\n",
+        "Context is the longest prompt + output the engine accepts (vLLM's max_model_len; a \
+         target's `max-context` lowers it); memory, bandwidth and peak are per GPU; KV tokens is \
+         the cache capacity of the replica.\n",
     );
     out
 }
@@ -641,7 +707,7 @@ mod tests {
     #[test]
     fn every_name_is_found_and_unique() {
         let names = names();
-        assert_eq!(names.len(), 5);
+        assert_eq!(names.len(), 7);
         for n in &names {
             assert_eq!(find(n).map(|p| p.name), Some(*n));
         }
@@ -792,15 +858,24 @@ mod tests {
             assert!(f.source.contains("https://"), "{}", f.source);
             assert!(f.output_tok_per_s > 0.0 && f.concurrency >= 1);
         }
-        // Every real preset has a figure except the L4 one (none found yet).
+        // Every real preset has a figure except the L4 one (none found
+        // yet) and the Llama-3.1 ones, which share Llama-3's weights, speed
+        // and figures (only the window differs).
         for p in all() {
             let has = PUBLISHED.iter().any(|f| f.preset == p.name);
+            let shares_figures = p.model.served_name == "sim/llama-3.1-8b";
             assert_eq!(
                 has,
-                !matches!(p.name, "tiny" | "l4-llama3-8b"),
+                !matches!(p.name, "tiny" | "l4-llama3-8b") && !shares_figures,
                 "{}",
                 p.name
             );
+            if shares_figures {
+                let twin = find(&p.name.replace("llama3.1", "llama3")).unwrap();
+                assert_eq!(twin.model.params, p.model.params);
+                assert_eq!(twin.efficiency, p.efficiency);
+                assert_eq!(twin.hardware, p.hardware);
+            }
         }
     }
 }

@@ -164,6 +164,7 @@ fn quiet() -> RunOptions {
         prefix_cache_reset: None,
         telemetry_off: None,
         discard_records: false,
+        context_window: None,
     }
 }
 
@@ -747,6 +748,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         prefix_cache_reset: None,
         telemetry_off: None,
         discard_records: false,
+        context_window: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

@@ -174,6 +174,7 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
             prefix_cache_reset: None,
             telemetry_off: None,
             clock: None,
+            context_window: None,
         }),
         requests,
         tasks: vec![],

@@ -4,6 +4,7 @@
 
 mod cli;
 mod config;
+mod context;
 mod data;
 mod diff;
 mod e2e;

@@ -188,6 +188,7 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
             prefix_cache_reset: None,
             telemetry_off: None,
             clock: None,
+            context_window: None,
         }),
         requests,
         tasks: vec![],

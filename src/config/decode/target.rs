@@ -33,6 +33,7 @@ const TARGET_CHILDREN: &[&str] = &[
     "force-length",
     "extra-body",
     "header",
+    "max-context",
 ];
 /// Target children that may repeat (all others at most once).
 const TARGET_REPEATABLE: &[&str] = &["header"];
@@ -74,6 +75,7 @@ impl Decoder {
         let (mut http2, mut force_length) = (false, true);
         let mut headers = Vec::new();
         let mut extra_body = serde_json::Map::new();
+        let mut max_context = None;
         let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
 
         for child in children(node) {
@@ -171,6 +173,13 @@ impl Decoder {
                 // Repeatable: one line per header.
                 "header" => self.header(child).map(|h| headers.push(h)),
                 "extra-body" => self.extra_body(child).map(|m| extra_body = m),
+                "max-context" => {
+                    let usage = "max-context 131072   // prompt + output tokens the model accepts";
+                    self.single(child, usage)
+                        .and_then(|e| self.whole(e, "max-context", usage, u32::MAX.into()))
+                        .filter(|n| self.issues(child, rules::check_sim_count("max-context", *n)))
+                        .map(|n| max_context = Some(n as u32))
+                }
                 _ => {
                     self.unknown_node(child, Some(node), TARGET_CHILDREN);
                     None
@@ -191,9 +200,13 @@ impl Decoder {
             );
             ok = false;
         }
-        let (Some(name), Some(kind), true) = (name, kind, ok) else {
+        let (Some(name), Some(mut kind), true) = (name, kind, ok) else {
             return None;
         };
+        // A simulated engine takes the window as vLLM's `--max-model-len`.
+        if let TargetKind::Sim { serving, .. } = &mut kind {
+            serving.max_context = max_context;
+        }
         Some(Target {
             name,
             span: Some(
@@ -216,6 +229,7 @@ impl Decoder {
             headers,
             force_length,
             extra_body,
+            max_context,
         })
     }
 
