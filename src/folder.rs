@@ -395,6 +395,17 @@ pub fn summarize_run_file(
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
     let slos = judged_slos(experiment, header.map(|h| &h.run));
+    let key = footer.and_then(|_| {
+        let telemetry = header.map(|h| folder.telemetry(&h.run.id));
+        summary_key(
+            path,
+            telemetry.as_deref(),
+            &format!("{slos:?}{extra:?}{confidence}"),
+        )
+    });
+    if let Some(summary) = key.as_ref().and_then(cached_summary) {
+        return Ok(summary);
+    }
     let pass = |window| -> Result<Summarizer<'_>, FolderError> {
         let mut acc = Summarizer::new(
             JournalEnds { header, footer },
@@ -430,7 +441,57 @@ pub fn summarize_run_file(
             summary.server = analyze::telemetry::signals(&series, bounds);
         }
     }
+    if let Some(key) = key {
+        keep_summary(key, &summary);
+    }
     Ok(summary)
+}
+
+/// What a finished journal's summary depends on: the journal and its
+/// telemetry file as they are on disk (path, size, modification time) and
+/// what it is judged on. `None` when a file's metadata cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SummaryKey {
+    journal: (PathBuf, u64, std::time::SystemTime),
+    telemetry: Option<(u64, std::time::SystemTime)>,
+    judged_on: u64,
+}
+
+fn summary_key(journal: &Path, telemetry: Option<&Path>, judged_on: &str) -> Option<SummaryKey> {
+    use std::hash::{Hash, Hasher};
+    let stamp = |path: &Path| {
+        let meta = fs::metadata(path).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    };
+    let (len, modified) = stamp(journal)?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    judged_on.hash(&mut hasher);
+    Some(SummaryKey {
+        journal: (journal.to_path_buf(), len, modified),
+        telemetry: telemetry.and_then(stamp),
+        judged_on: hasher.finish(),
+    })
+}
+
+/// Summaries of finished journals read in this process. `capcard run`
+/// re-renders the folder after every run, and a long search would otherwise
+/// re-read every earlier journal each time (quadratic in the runs; most of a
+/// virtual-time run's CPU). A journal that changed on disk misses.
+static SUMMARIES: std::sync::Mutex<
+    Option<std::collections::HashMap<SummaryKey, analyze::RunSummary>>,
+> = std::sync::Mutex::new(None);
+
+fn cached_summary(key: &SummaryKey) -> Option<analyze::RunSummary> {
+    let cache = SUMMARIES.lock().ok()?;
+    cache.as_ref()?.get(key).cloned()
+}
+
+fn keep_summary(key: SummaryKey, summary: &analyze::RunSummary) {
+    if let Ok(mut cache) = SUMMARIES.lock() {
+        cache
+            .get_or_insert_with(Default::default)
+            .insert(key, summary.clone());
+    }
 }
 
 /// Summarise one journal with everything the experiment will ask of it:

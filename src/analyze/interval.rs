@@ -319,6 +319,18 @@ pub fn proportion_interval(hits: u64, n: u64, confidence: f64, inflation: f64) -
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
+/// The fewest calls that let an error rate with no failure at all pass a
+/// bound `max` at `confidence`: the Wilson upper end of 0 of `n`,
+/// `z² / (n + z²)`, is at most `max` from `n = z² (1 − max) / max` (765 for
+/// 0.5% at 95%, 381 for 1%). 1 for a bound of 0 (a count) or of 1.
+pub fn min_samples_for_proportion_bound(max: f64, confidence: f64) -> u64 {
+    if !(max > 0.0 && max < 1.0) {
+        return 1;
+    }
+    let z = normal_quantile(1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0);
+    (z * z * (1.0 - max) / max).ceil().max(1.0) as u64
+}
+
 /// A bound `max` on a fraction. A bound of 0 is a count, not an estimate:
 /// it passes with no hits and fails with one.
 pub fn proportion_verdict(
@@ -661,5 +673,19 @@ mod tests {
                 n - 1
             );
         }
+    }
+
+    #[test]
+    fn an_error_rate_of_zero_passes_from_the_fewest_calls_and_not_one_before() {
+        for (max, expected) in [(0.005, 765), (0.01, 381), (0.05, 73)] {
+            let n = min_samples_for_proportion_bound(max, 0.95);
+            assert_eq!(n, expected, "{max}");
+            assert_eq!(proportion_verdict(0, n, max, 0.95, 1.0).0, Verdict::Pass);
+            assert_eq!(
+                proportion_verdict(0, n - 1, max, 0.95, 1.0).0,
+                Verdict::Inconclusive
+            );
+        }
+        assert_eq!(min_samples_for_proportion_bound(0.0, 0.95), 1);
     }
 }
