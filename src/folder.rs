@@ -218,10 +218,12 @@ pub fn recompute(
         let mut context_window = None;
         let mut closed = Vec::new();
         let mut open = Vec::new();
+        let mut times = Vec::new();
         for (path, journal, last_completed_ms) in &journals {
             let Some(header) = &journal.header else {
                 continue;
             };
+            times.push(run_times(journal, *last_completed_ms));
             if model.is_none() {
                 model = Some(header.model.clone());
             }
@@ -319,6 +321,14 @@ pub fn recompute(
             }
             (None, None) => continue,
         };
+        card.wall_time = Some(analyze::wall_time::card_wall_time(
+            (
+                Some(card_plan.expected_wall_time_s),
+                card_plan.bound_wall_time_s,
+            ),
+            &times,
+            clock.is_some(),
+        ));
         card.target_info.prompt_sizing = prompt_sizing;
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
@@ -344,6 +354,29 @@ pub fn recompute(
         analyze::card::build_report(experiment, cards, &status, started_at, finished_at);
     report.content_nonce = content_nonce;
     Ok(report)
+}
+
+/// What a journal says about its run's time: its header's `started_at` to
+/// its footer's `finished_at` (wall clock), and the end of its measured
+/// window since its start, or its last completion without a footer (its own
+/// clock: the engine's in virtual time).
+fn run_times(journal: &Journal, last_completed_ms: f64) -> analyze::wall_time::RunTimes {
+    let start = journal
+        .header
+        .as_ref()
+        .and_then(|h| exec::journal::parse_rfc3339_ms(&h.started_at));
+    let end = journal
+        .footer
+        .as_ref()
+        .and_then(|f| exec::journal::parse_rfc3339_ms(&f.finished_at));
+    let window_end_ms = journal
+        .footer
+        .as_ref()
+        .map_or(0.0, |f| f.measured_window_ms[1]);
+    analyze::wall_time::RunTimes {
+        wall_ms: start.zip(end).map(|(s, e)| [s, e]),
+        last_event_ms: last_completed_ms.max(window_end_ms),
+    }
 }
 
 /// Of two summaries of the same level or rate, keep in `kept` the one that

@@ -28,9 +28,6 @@ use crate::sim;
 use crate::workload::classes::ClassStream;
 use crate::workload::prompt::TokenIdRange;
 
-/// An extension runs this many times the planned measured time.
-const EXTENSION_FACTOR: u32 = 4;
-
 /// What `capcard run` was asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
@@ -347,8 +344,7 @@ async fn drive(
             OpenPlan::Grid { runs } => {
                 // Runs at low rates are longer (sized for samples): the
                 // budget is counted from the longest.
-                let longest = runs.iter().max_by_key(|r| planned_measured_time(r));
-                let mut budget = Budget::of(experiment, longest);
+                let mut budget = Budget::of(experiment, &card.open);
                 let wanted: Vec<String> = card.slos.clone();
                 for run in runs {
                     if cancel.is_cancelled() {
@@ -385,8 +381,7 @@ async fn drive(
                     analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
                 // From the search's longest run: the one at `min`, which
                 // is lengthened most for samples.
-                let longest = plan::run_at_rate_of(template, *min, experiment);
-                let mut budget = Budget::of(experiment, Some(&longest));
+                let mut budget = Budget::of(experiment, &card.open);
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
                 // The card's open runs so far, for the frontier phase.
                 let mut open: Vec<RunSummary> = Vec::new();
@@ -778,55 +773,36 @@ fn describe_run(run: &RunPlan) -> String {
 }
 
 /// The measured time one card's open runs may add by extending
-/// inconclusive rates: `budget` of the open block, else 4 × the measured
-/// time of the run it is counted from (the card's longest).
+/// inconclusive rates, as much as is left of it. The rule is the plan's
+/// ([`plan::extension_budget`]), which also bounds the wall time
+/// extensions can add in `capcard plan`.
 #[derive(Debug, Clone, Copy)]
 struct Budget {
     left: Duration,
 }
 
 impl Budget {
-    fn of(experiment: &Experiment, run: Option<&RunPlan>) -> Budget {
-        let planned = run.map_or(Duration::ZERO, planned_measured_time);
-        let left = experiment
-            .open
-            .as_ref()
-            .and_then(|o| o.budget)
-            .unwrap_or(planned * EXTENSION_FACTOR);
-        Budget { left }
-    }
-}
-
-/// A run's planned measured time (a request count at its rate).
-fn planned_measured_time(run: &RunPlan) -> Duration {
-    match (run.stop, run.load) {
-        (StopRule::Duration(d), _) => d,
-        (StopRule::Requests(n), Load::Rate { rate, .. }) if rate.0 > 0.0 => {
-            Duration::from_secs_f64(n as f64 / rate.0)
+    fn of(experiment: &Experiment, open: &OpenPlan) -> Budget {
+        Budget {
+            left: plan::extension_budget(experiment, open),
         }
-        _ => Duration::ZERO,
     }
 }
 
-/// The extension of `run`: the same rate and seed, measured
-/// [`EXTENSION_FACTOR`] times as long (fewer if the budget has less left,
-/// but at least twice as long, else not at all), under a run id of its own
-/// (`<id>--ext`), so its journal sits beside the run's and never replaces
-/// it. A trace replay has no longer version.
 /// Mixed into an extension's seed (see [`lengthen`]).
 const EXTENSION_STREAM: u64 = 0x4558_5445_4E44; // "EXTEND"
 
+/// The extension of `run`: the same rate, measured
+/// [`plan::EXTENSION_FACTOR`] times as long (fewer if the budget has less
+/// left, but at least twice as long, else not at all:
+/// [`plan::extension_factor`]), under a run id of its own
+/// (`<id>--ext`), so its journal sits beside the run's and never replaces
+/// it. A trace replay has no longer version.
 fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
-    let planned = planned_measured_time(run);
-    if planned.is_zero() || matches!(run.stop, StopRule::TraceEnd) {
+    if matches!(run.stop, StopRule::TraceEnd) {
         return None;
     }
-    let factor = (budget.left.as_secs_f64() / planned.as_secs_f64())
-        .min(f64::from(EXTENSION_FACTOR))
-        .floor();
-    if factor < 2.0 {
-        return None;
-    }
+    let factor = plan::extension_factor(budget.left, plan::planned_measured_time(run))?;
     let mut longer = run.clone();
     longer.id = format!("{}--ext", run.id);
     // Its own request stream, like a repetition's: with the run's seed it
@@ -905,7 +881,7 @@ async fn extend(
                     let _ = writeln!(log, "  {ext_id}: kept from the interrupted run");
                     budget.left = budget
                         .left
-                        .saturating_sub(planned_measured_time(&kept) + kept.warmup);
+                        .saturating_sub(plan::planned_measured_time(&kept) + kept.warmup);
                     return Ok(Some(summarize(folder, &kept, &journal, experiment)?));
                 }
             }
@@ -934,7 +910,7 @@ async fn extend(
     );
     budget.left = budget
         .left
-        .saturating_sub(planned_measured_time(&longer) + longer.warmup);
+        .saturating_sub(plan::planned_measured_time(&longer) + longer.warmup);
     let journal = execute(folder, target, workload, &longer, invocation, options, log).await?;
     if !folder::journal_finished(&journal) {
         return Ok(None);

@@ -281,6 +281,8 @@ fn assemble(
         notes: vec![],
         telemetry_notes: vec![],
         limits: Default::default(),
+        // The results folder knows the plan and the journals' times.
+        wall_time: None,
     };
     card.notes = notes(experiment, &card);
     // Server-side readings, when the runs scraped any telemetry.

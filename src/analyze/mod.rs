@@ -16,6 +16,7 @@ pub mod sizing;
 pub mod slo;
 pub mod summary;
 pub mod telemetry;
+pub mod wall_time;
 
 use std::collections::BTreeMap;
 
@@ -378,6 +379,10 @@ pub struct Card {
     /// `"cr_closed"` and `"cr_open:<slo>"` (see [`telemetry::annotate_card`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub limits: BTreeMap<String, String>,
+    /// The plan's expected and bound times beside the time the runs took
+    /// (see [`wall_time`]); set from the results folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time: Option<wall_time::CardWallTime>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

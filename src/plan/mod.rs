@@ -1,5 +1,6 @@
 //! Experiment → Plan (pure): the matrix of runs per target × workload, stable
-//! run ids, per-run seeds and an estimate of wall time.
+//! run ids, per-run seeds and an estimate of wall time: what to expect and
+//! the most it can take ([`estimate`]).
 //!
 //! The Cr_open search cannot be expanded up front (each rate depends on the
 //! last verdict), so the plan holds it as a [`OpenPlan::Search`] that the
@@ -17,12 +18,14 @@
 
 pub mod context;
 mod estimate;
+pub mod extension;
 mod table;
 
 pub use estimate::{
-    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, PROFILE_TASKS,
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, PROFILE_TASKS, WallTime,
     WorkloadProfile,
 };
+pub use extension::{EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time};
 pub use table::{human_duration, render_table};
 
 use std::time::Duration;
@@ -42,8 +45,16 @@ pub struct Plan {
     pub experiment: String,
     pub seed: u64,
     pub cards: Vec<CardPlan>,
-    /// Estimated wall time of the whole plan, in seconds.
-    pub estimated_wall_time_s: f64,
+    /// Expected wall time of the whole plan, in seconds: the sum of its
+    /// cards' (see [`CardPlan::expected_wall_time_s`]). A plan.json written
+    /// before there was a bound called its one figure
+    /// `estimated_wall_time_s`.
+    #[serde(alias = "estimated_wall_time_s")]
+    pub expected_wall_time_s: f64,
+    /// The most the whole plan can take, in seconds: the sum of its cards'
+    /// bounds; `None` in a plan.json written before capcard recorded one.
+    #[serde(default)]
+    pub bound_wall_time_s: Option<f64>,
 }
 
 /// The runs that produce one card (one target × one workload, or one
@@ -62,7 +73,27 @@ pub struct CardPlan {
     /// Closed-loop sweep, in increasing concurrency.
     pub closed: Vec<RunPlan>,
     pub open: OpenPlan,
-    pub estimated_wall_time_s: f64,
+    /// Expected wall time of the card's runs, in seconds: a search at its
+    /// typical number of runs, no extensions (see `plan::estimate`).
+    #[serde(alias = "estimated_wall_time_s")]
+    pub expected_wall_time_s: f64,
+    /// The most the card's runs can take, in seconds: a search at its
+    /// maximum number of runs, each at its longest, plus the whole
+    /// extension budget; `None` in a plan.json written before capcard
+    /// recorded one.
+    #[serde(default)]
+    pub bound_wall_time_s: Option<f64>,
+}
+
+impl CardPlan {
+    /// Expected and bound wall time; a plan.json without a bound gives its
+    /// expected time for both.
+    pub fn wall_time(&self) -> WallTime {
+        WallTime {
+            expected_s: self.expected_wall_time_s,
+            bound_s: self.bound_wall_time_s.unwrap_or(self.expected_wall_time_s),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +117,13 @@ pub enum OpenPlan {
         /// without the setting.
         #[serde(default, skip_serializing_if = "is_zero")]
         frontier_runs: u32,
+        /// The runs the search typically takes ([`search_typical_runs`]),
+        /// for the expected time; 0 in a plan.json written before.
+        #[serde(default)]
+        typical_runs: u32,
+        /// …and the frontier phase ([`frontier_typical_runs`]).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        typical_frontier_runs: u32,
         /// Template for the runs the search creates (load is set per rate).
         template: Box<RunPlan>,
     },
@@ -320,13 +358,14 @@ pub fn build(experiment: &Experiment) -> Plan {
             cards.push(card_plan(experiment, &target.name, subject));
         }
     }
-    let estimated_wall_time_s = cards.iter().map(|c| c.estimated_wall_time_s).sum();
+    let total: WallTime = cards.iter().map(CardPlan::wall_time).sum();
     Plan {
         schema: SCHEMA.to_string(),
         experiment: experiment.name.clone(),
         seed: experiment.seed,
         cards,
-        estimated_wall_time_s,
+        expected_wall_time_s: total.expected_s,
+        bound_wall_time_s: Some(total.bound_s),
     }
 }
 
@@ -555,6 +594,60 @@ pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_co
     bracketing.saturating_add(2u32.saturating_mul(slo_count).saturating_mul(bisection))
 }
 
+/// The number of runs a Cr_open search over `[min, max]` for `slo_count`
+/// SLOs typically takes, for the expected time (the formula and the
+/// evidence for it are in `plan::estimate`'s module doc): bracketing — 2
+/// runs when it starts from a closed sweep (`from_closed_sweep`), else
+/// `1.5 + log2(max/min) / 4` from the geometric middle, and half a run
+/// more per further SLO — plus `log2(1/precision)` bisections per SLO,
+/// rounded, at least 1 and at most [`search_max_runs`]. A precision below 10⁻⁴ is counted as 10⁻⁴, as
+/// there.
+pub fn search_typical_runs(
+    min: RatePerS,
+    max: RatePerS,
+    precision: Fraction,
+    slo_count: usize,
+    from_closed_sweep: bool,
+) -> u32 {
+    let ratio = max.0 / min.0;
+    let octaves = if ratio.is_finite() && ratio > 1.0 {
+        ratio.log2()
+    } else {
+        0.0
+    };
+    let max_runs = search_max_runs(min, max, precision, slo_count);
+    if octaves == 0.0 {
+        // One rate: it passes (Cr_open ≥ max) or fails (even min fails).
+        return 1;
+    }
+    let bracketing = if from_closed_sweep {
+        2.0
+    } else {
+        1.5 + octaves / 4.0
+    };
+    let precision = if precision.0.is_finite() {
+        precision.0.clamp(1e-4, 1.0)
+    } else {
+        1.0
+    };
+    // A range narrower than a factor 2 leaves a narrower bracket to bisect.
+    let bracket_width = (ratio - 1.0).min(1.0);
+    let bisection = (bracket_width / precision).log2().max(0.0);
+    let slos = slo_count.max(1) as f64;
+    let typical = bracketing + (slos - 1.0) / 2.0 + slos * bisection;
+    // Rounded, within 1..=max_runs, so the cast cannot wrap.
+    (typical.round().clamp(1.0, f64::from(max_runs.max(1)))) as u32
+}
+
+/// The frontier phase's typical number of runs for `bounds` multiplied
+/// bounds: one per bound, within the phase's cap ([`FRONTIER_MAX_RUNS`]).
+/// See `plan::estimate` for why one.
+pub fn frontier_typical_runs(bounds: usize) -> u32 {
+    u32::try_from(bounds)
+        .unwrap_or(u32::MAX)
+        .min(frontier_max_runs(bounds))
+}
+
 /// The frontier phase runs at most this many rates for one multiplied bound
 /// (`frontier` in `open`): after the search, the bracket around a bound is
 /// at most a factor 2 wide, and three bisections take it to 12.5%.
@@ -625,7 +718,6 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
             .collect()
     });
     let closed = repeated(closed, experiment.closed.as_ref().map_or(1, |c| c.repeat));
-    let mut estimated_wall_time_s: f64 = closed.iter().map(|r| estimate::run_s(r, profile)).sum();
 
     let slos = subject.slos.clone();
     let open = match &experiment.open {
@@ -648,10 +740,6 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
                         rates.iter().map(|&rate| open_run(rate)).collect(),
                         spec.repeat,
                     );
-                    estimated_wall_time_s += runs
-                        .iter()
-                        .map(|r| estimate::run_s(r, profile))
-                        .sum::<f64>();
                     OpenPlan::Grid { runs }
                 }
                 RateSelection::Search {
@@ -660,20 +748,20 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
                     precision,
                 } => {
                     let max_runs = search_max_runs(*min, *max, *precision, slos.len());
-                    let frontier_runs = frontier_max_runs(frontier_bounds(experiment));
-                    let typical = open_run(RatePerS((min.0 * max.0).sqrt()));
-                    // The frontier phase's rates are ordinary runs of the
-                    // same length, repeated like the search's.
-                    estimated_wall_time_s += f64::from(max_runs.saturating_add(frontier_runs))
-                        * f64::from(spec.repeat.max(1))
-                        * estimate::run_s(&typical, profile);
+                    let bounds = frontier_bounds(experiment);
+                    // The runner starts the search from the closed sweep
+                    // when the card has one.
+                    let typical_runs =
+                        search_typical_runs(*min, *max, *precision, slos.len(), !closed.is_empty());
                     OpenPlan::Search {
                         arrival: spec.arrival,
                         min: *min,
                         max: *max,
                         precision: *precision,
                         max_runs,
-                        frontier_runs,
+                        frontier_runs: frontier_max_runs(bounds),
+                        typical_runs,
+                        typical_frontier_runs: frontier_typical_runs(bounds),
                         // The declared length: each rate's run is sized
                         // for samples when it is made (run_at_rate_of).
                         template: Box::new(run(
@@ -691,6 +779,7 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
         }
     };
 
+    let time = estimate::card_wall_time(experiment, &closed, &open, profile);
     CardPlan {
         target: target.to_string(),
         workload: subject.name.clone(),
@@ -698,7 +787,8 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
         mix: subject.mix.clone(),
         closed,
         open,
-        estimated_wall_time_s,
+        expected_wall_time_s: time.expected_s,
+        bound_wall_time_s: Some(time.bound_s),
     }
 }
 
@@ -1147,12 +1237,18 @@ mod tests {
             precision,
             max_runs,
             frontier_runs,
+            typical_runs,
+            typical_frontier_runs,
             template,
         } = &plan.cards[0].open
         else {
             panic!("expected a search");
         };
         assert_eq!(*frontier_runs, 0, "no `frontier`, no frontier phase");
+        assert_eq!(*typical_frontier_runs, 0);
+        // From the closed sweep: 2 bracketing runs, then log2(20) ≈ 4.3
+        // bisections for each of the 2 SLOs.
+        assert_eq!(*typical_runs, 11);
         assert_eq!(
             (*arrival, *min, *max, *precision),
             (
@@ -1264,25 +1360,233 @@ mod tests {
     #[test]
     fn estimate_sums_duration_runs() {
         let plan = build(&experiment());
-        // Closed: 8 × (10 + 60 + 2); open: 33 × (15 + 196 + 2), since at
-        // the typical rate √(0.5 · 64) ≈ 5.66 rps the 1,104 calls a p99 is
-        // judged on take 196 s, not the declared 120.
-        let card_s = 8.0 * 72.0 + 33.0 * 213.0;
+        // Closed: 8 × (10 + 60 + 2). Open, expected: the typical 11 runs ×
+        // (15 + 196 + 2), since at the typical rate √(0.5 · 64) ≈ 5.66 rps
+        // the 1,104 calls a p99 is judged on take 196 s, not the declared
+        // 120; no extensions.
+        let closed_s = 8.0 * 72.0;
+        let expected_s = closed_s + 11.0 * 213.0;
+        // Bound: the 33 runs the search may take, each as long as its
+        // longest, at `min` = 0.5 rps: lengthened 4×, to 480 s (+ 17 s);
+        // plus the budget, 4 × 480 s, its one warmup overshoot and the
+        // drain of the 7 extensions it can buy (each at least 2 × 120 s +
+        // 15 s of it, the run at `max` being the shortest).
+        let extensions_s = 1920.0 + 15.0 + 7.0 * 2.0;
+        let bound_s = closed_s + 33.0 * 497.0 + extensions_s;
         for card in &plan.cards {
             assert!(
-                (card.estimated_wall_time_s - card_s).abs() < 1e-9,
+                (card.expected_wall_time_s - expected_s).abs() < 1e-9,
                 "{}",
-                card.estimated_wall_time_s
+                card.expected_wall_time_s
             );
+            let bound = card.bound_wall_time_s.expect("a bound");
+            assert!((bound - bound_s).abs() < 1e-9, "{bound}");
         }
-        assert!((plan.estimated_wall_time_s - 4.0 * card_s).abs() < 1e-6);
+        assert!((plan.expected_wall_time_s - 4.0 * expected_s).abs() < 1e-6);
+        assert!((plan.bound_wall_time_s.unwrap_or(0.0) - 4.0 * bound_s).abs() < 1e-6);
 
         let grid = build(&grid_experiment(
             &[1.0, 2.0],
             StopRule::Duration(Duration::from_secs(30)),
         ));
         // 1 and 2 rps would need 1,104 s and 552 s: lengthened 4×, to 120 s.
-        assert!((grid.cards[0].estimated_wall_time_s - (8.0 * 72.0 + 2.0 * 137.0)).abs() < 1e-9);
+        let grid_s = 8.0 * 72.0 + 2.0 * 137.0;
+        assert!((grid.cards[0].expected_wall_time_s - grid_s).abs() < 1e-9);
+        // Grid runs are extended too: a budget of 4 × 120 s buys one
+        // extension (each needs 2 × 120 s + 15 s of it).
+        let bound = grid.cards[0].bound_wall_time_s.unwrap_or(0.0);
+        assert!(
+            (bound - (grid_s + 480.0 + 15.0 + 2.0)).abs() < 1e-9,
+            "{bound}"
+        );
+    }
+
+    #[test]
+    fn the_bound_holds_the_extension_budget_and_nothing_without_one() {
+        let bound = |budget: Option<Duration>| {
+            let mut e = experiment();
+            if let Some(open) = e.open.as_mut() {
+                open.budget = budget;
+            }
+            let plan = build(&e);
+            (
+                plan.cards[0].expected_wall_time_s,
+                plan.cards[0].bound_wall_time_s.unwrap_or(0.0),
+            )
+        };
+        let (expected, none) = bound(Some(Duration::ZERO));
+        // No budget: the searches' runs at their longest, and no more.
+        assert!((none - (8.0 * 72.0 + 33.0 * 497.0)).abs() < 1e-9, "{none}");
+        // 20 minutes buy 4 extensions (⌊1215 / 255⌋): the budget, one
+        // warmup and 4 drains.
+        let (same, twenty) = bound(Some(Duration::from_secs(1200)));
+        assert_eq!(same, expected, "extensions are not expected");
+        assert!((twenty - none - (1200.0 + 15.0 + 4.0 * 2.0)).abs() < 1e-9);
+        // Too little for the shortest run's double: no extension at all.
+        let (_, small) = bound(Some(Duration::from_secs(239)));
+        assert_eq!(small, none);
+    }
+
+    #[test]
+    fn the_runner_and_the_bound_count_the_budget_from_the_same_run() {
+        let e = experiment();
+        let plan = build(&e);
+        let card = &plan.cards[0];
+        let OpenPlan::Search { template, min, .. } = &card.open else {
+            panic!("a search");
+        };
+        // The search's longest run is at `min`, lengthened for samples.
+        let longest = extension::longest_open_run(&card.open, &e).expect("a run");
+        assert_eq!(longest, run_at_rate_of(template, *min, &e));
+        assert_eq!(longest.stop, StopRule::Duration(Duration::from_secs(480)));
+        assert_eq!(
+            extension_budget(&e, &card.open),
+            Duration::from_secs(4 * 480)
+        );
+        // A declared budget wins.
+        let mut declared = experiment();
+        if let Some(open) = declared.open.as_mut() {
+            open.budget = Some(Duration::from_secs(90));
+        }
+        assert_eq!(
+            extension_budget(&declared, &card.open),
+            Duration::from_secs(90)
+        );
+        // A grid's: its longest run's; no open runs, no budget.
+        let g = grid_experiment(&[1.0, 40.0], StopRule::Duration(Duration::from_secs(30)));
+        let grid = build(&g);
+        assert_eq!(
+            extension_budget(&g, &grid.cards[0].open),
+            Duration::from_secs(4 * 120)
+        );
+        assert_eq!(extension_budget(&e, &OpenPlan::None), Duration::ZERO);
+    }
+
+    /// Every shipped example: the expected time is within the bound, per
+    /// card, and the plan's figures are its cards' sums.
+    #[test]
+    fn expected_is_within_the_bound_for_every_example() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).expect("experiments/") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_none_or(|x| x != "kdl") {
+                continue;
+            }
+            let e = crate::config::load(&path).expect("every example is valid");
+            let plan = build(&e);
+            for card in &plan.cards {
+                let bound = card.bound_wall_time_s.expect("a bound");
+                assert!(
+                    card.expected_wall_time_s > 0.0 && card.expected_wall_time_s <= bound,
+                    "{}: {} × {}: {} > {bound}",
+                    path.display(),
+                    card.target,
+                    card.workload,
+                    card.expected_wall_time_s
+                );
+                if let OpenPlan::Search {
+                    typical_runs,
+                    max_runs,
+                    ..
+                } = card.open
+                {
+                    assert!((1..=max_runs).contains(&typical_runs));
+                }
+            }
+            let total: WallTime = plan.cards.iter().map(CardPlan::wall_time).sum();
+            assert!((plan.expected_wall_time_s - total.expected_s).abs() < 1e-6);
+            assert!((plan.bound_wall_time_s.unwrap_or(0.0) - total.bound_s).abs() < 1e-6);
+            checked += 1;
+        }
+        assert!(checked >= 10, "only {checked} examples");
+    }
+
+    /// The typical count against the search itself: Cr_open spread evenly
+    /// in log over `[min, max]`, an oracle that passes every rate at or
+    /// below it, and the search's mean number of runs.
+    #[test]
+    fn the_typical_count_is_what_the_search_takes_on_average() {
+        use crate::analyze::Verdict;
+        use crate::analyze::search::Search;
+        let runs_until_done = |min: f64, max: f64, p: f64, crs: &[f64], start: Option<f64>| {
+            let names: Vec<String> = (0..crs.len()).map(|i| format!("s{i}")).collect();
+            let mut search = Search::new(min, max, p, start, names.clone());
+            let mut n = 0;
+            while let Some(rate) = search.next_rate() {
+                let verdicts = names
+                    .iter()
+                    .zip(crs)
+                    .map(|(name, &cr)| {
+                        let v = if rate <= cr {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail
+                        };
+                        (name.clone(), v)
+                    })
+                    .collect();
+                search.record(rate, &verdicts);
+                n += 1;
+            }
+            n
+        };
+        for (min, max, p) in [
+            (1.0f64, 200.0f64, 0.1),
+            (0.05, 8.0, 0.05),
+            (0.5, 64.0, 0.05),
+            (2.0, 8.0, 0.02),
+            (1.0, 400.0, 0.25),
+            (1.0, 3.0, 0.1),
+        ] {
+            // A narrow range leaves a looser second SLO passing at `max`
+            // (no bisection): the formula assumes each SLO finds its
+            // Cr_open inside.
+            let slo_counts: &[usize] = if max / min >= 64.0 { &[1, 2] } else { &[1] };
+            for &slos in slo_counts {
+                let quantiles = 200;
+                let (mut middle, mut closed) = (0.0, 0.0);
+                for k in 0..quantiles {
+                    let q = (f64::from(k) + 0.5) / f64::from(quantiles);
+                    let cr = min * (max / min).powf(q);
+                    // A second SLO twice as loose as the first.
+                    let crs: Vec<f64> = (0..slos).map(|i| cr * 2f64.powi(i as i32)).collect();
+                    middle += f64::from(runs_until_done(min, max, p, &crs, None));
+                    // The closed sweep's start (Little's law at the knee)
+                    // sits above Cr_open, by less than a factor 2: spread
+                    // over 1.05–1.95, in another order than Cr_open.
+                    let spread = f64::from((k * 37) % quantiles) / f64::from(quantiles);
+                    let start = cr * (1.05 + 0.9 * spread);
+                    closed += f64::from(runs_until_done(min, max, p, &crs, Some(start)));
+                }
+                let (middle, closed) =
+                    (middle / f64::from(quantiles), closed / f64::from(quantiles));
+                let typical = |from_closed| {
+                    f64::from(search_typical_runs(
+                        RatePerS(min),
+                        RatePerS(max),
+                        Fraction(p),
+                        slos,
+                        from_closed,
+                    ))
+                };
+                assert!(
+                    (typical(false) - middle).abs() <= 1.0,
+                    "[{min}, {max}] at {p}, {slos} SLOs: typical {} vs the search's mean {middle}",
+                    typical(false)
+                );
+                assert!(
+                    (typical(true) - closed).abs() <= 1.0,
+                    "[{min}, {max}] at {p}, {slos} SLOs from a closed sweep: typical {} vs {closed}",
+                    typical(true)
+                );
+            }
+        }
+        // One rate: one run.
+        assert_eq!(
+            search_typical_runs(RatePerS(4.0), RatePerS(4.0), Fraction(0.05), 1, false),
+            1
+        );
     }
 
     #[test]
@@ -1301,15 +1605,17 @@ mod tests {
             else {
                 panic!("expected a search");
             };
-            (max_runs, frontier_runs, plan.cards[0].estimated_wall_time_s)
+            (max_runs, frontier_runs, plan.cards[0].wall_time())
         };
-        let (search, none, base_s) = with(&[]);
+        let (search, none, base) = with(&[]);
         assert_eq!(none, 0);
         // 4 latency clauses (the error rate has none) × 1 multiplier × 3 runs.
-        let (same, one, one_s) = with(&[1.5]);
+        let (same, one, with_one) = with(&[1.5]);
         assert_eq!((same, one), (search, 12));
-        // Each extra run costs one open run: 15 + 196 + 2 s.
-        assert!((one_s - base_s - 12.0 * 213.0).abs() < 1e-9);
+        // Expected: one run per bound at the typical rate (15 + 196 + 2 s);
+        // at most: each of the 12 at the longest (15 + 480 + 2 s).
+        assert!((with_one.expected_s - base.expected_s - 4.0 * 213.0).abs() < 1e-9);
+        assert!((with_one.bound_s - base.bound_s - 12.0 * 497.0).abs() < 1e-9);
         // `capcard plan` shows both, in one bound.
         let mut e = experiment();
         if let Some(open) = e.open.as_mut() {
@@ -1317,8 +1623,8 @@ mod tests {
         }
         let table = render_table(&build(&e), &e);
         assert!(
-            table.contains(&format!("≤ {} runs", search + 12))
-                && table.contains("then the frontier at 1.5× of each bound (≤ 12 of the runs)"),
+            table.contains(&format!("at most: {} runs of up to", search + 12))
+                && table.contains("then the frontier at 1.5× of each bound (~4, ≤ 12 of the runs)"),
             "{table}"
         );
         // 4 × 3 × 3 = 36, capped per card.
@@ -1335,7 +1641,10 @@ mod tests {
         let plan = build(&e);
         // 100 calls lengthened 4× for the p99 (1,104 wanted): 400 calls at
         // 4 req/s = 100 s, + 15 s warmup + 2 s drain.
-        assert!((plan.cards[0].estimated_wall_time_s - 117.0).abs() < 1e-9);
+        assert!((plan.cards[0].expected_wall_time_s - 117.0).abs() < 1e-9);
+        // At most one extension, 4 × 100 s + 15 s warmup + 2 s drain.
+        let bound = plan.cards[0].bound_wall_time_s.unwrap_or(0.0);
+        assert!((bound - (117.0 + 417.0)).abs() < 1e-9, "{bound}");
 
         let mut e = experiment();
         e.open = None;
@@ -1346,7 +1655,12 @@ mod tests {
         }
         let plan = build(&e);
         // Call = 0.5 s + 200 × 30 ms = 6.5 s; 2 in flight → 100 calls take 325 s.
-        assert!((plan.cards[0].estimated_wall_time_s - (10.0 + 325.0 + 2.0)).abs() < 1e-9);
+        assert!((plan.cards[0].expected_wall_time_s - (10.0 + 325.0 + 2.0)).abs() < 1e-9);
+        // Closed runs are never extended: the bound is the same.
+        assert_eq!(
+            plan.cards[0].bound_wall_time_s,
+            Some(plan.cards[0].expected_wall_time_s)
+        );
         assert!(
             plan.cards[0].slos.is_empty(),
             "no open runs, no SLO evaluated"
@@ -1362,13 +1676,47 @@ mod tests {
         assert_eq!(back, plan);
     }
 
+    /// A plan.json from before the bound: its one figure is read as the
+    /// expected time, with no bound and no typical count.
+    #[test]
+    fn an_old_plan_json_still_loads() {
+        let plan = build(&experiment());
+        let mut json = serde_json::to_value(&plan).expect("serialize");
+        let rename = |object: &mut serde_json::Value| {
+            let map = object.as_object_mut().expect("an object");
+            map.remove("bound_wall_time_s");
+            let figure = map.remove("expected_wall_time_s").expect("a figure");
+            map.insert("estimated_wall_time_s".into(), figure);
+        };
+        rename(&mut json);
+        for card in json["cards"].as_array_mut().expect("cards") {
+            rename(card);
+            if let Some(open) = card["open"].as_object_mut() {
+                open.remove("typical_runs");
+            }
+        }
+        let old: Plan = serde_json::from_value(json).expect("an old plan.json loads");
+        assert_eq!(old.expected_wall_time_s, plan.expected_wall_time_s);
+        assert_eq!(old.bound_wall_time_s, None);
+        let card = &old.cards[0];
+        assert_eq!(card.bound_wall_time_s, None);
+        assert_eq!(card.wall_time().bound_s, card.expected_wall_time_s);
+        assert!(matches!(
+            card.open,
+            OpenPlan::Search {
+                typical_runs: 0,
+                ..
+            }
+        ));
+    }
+
     #[test]
     fn table_shows_runs_slos_and_estimates() {
         let e = experiment();
         let table = render_table(&build(&e), &e);
         for needle in [
             "experiment \"support-chat\"  seed 7",
-            "h100-vllm × chat  (est. ≤ 2h 7m)",
+            "h100-vllm × chat  (est. 48m 39s, at most 5h 15m)",
             "what-if × multi-turn",
             "concurrency 1 2 4 8 16 32 64 128",
             "warmup 10s + 1m per level",
@@ -1376,11 +1724,12 @@ mod tests {
             "search 0.5–64 conversations/s, poisson, precision 5%",
             "warmup 15s + 2m per rate",
             "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs' top percentile",
-            "≤ 33 runs",
+            "at most: 33 runs of up to 8m 17s each, + 32m 29s extending inconclusive rates: ≤ 5h 6m",
             "interactive  ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%",
             "batch        e2e p95≤2m",
-            "4 cards (2 targets × 2 workloads), 32 closed runs, up to 132 open runs",
-            "estimated wall time ≤ 8h 27m",
+            "4 cards (2 targets × 2 workloads), 32 closed runs, ~44 (up to 132) open runs",
+            "estimated wall time 3h 15m, at most 21h 2m",
+            "at most = searches at their maximum number of runs, each at its longest (at `min`, lengthened for samples), plus each card's whole extension budget",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");
         }
@@ -1400,7 +1749,10 @@ mod tests {
         );
         assert_eq!(column(closed_line, "runs"), column(open_line, "runs"));
         assert!(closed_line.contains("9m 36s"), "{closed_line}");
-        assert!(open_line.contains("≤ 1h 57m"), "{open_line}");
+        assert!(
+            open_line.contains("~11 runs") && open_line.contains("39m 3s"),
+            "{open_line}"
+        );
         assert!(!table.contains("requests` stops"));
     }
 

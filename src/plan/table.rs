@@ -1,6 +1,7 @@
 //! The readable `capcard plan` output: what will run, under which SLOs, and
-//! how long the user will wait. Plain text with aligned columns and no
-//! colours, so it reads the same in a terminal, a CI log and a pasted issue.
+//! how long the user will wait — what to expect and the most it can take,
+//! per card and in total. Plain text with aligned columns and no colours, so
+//! it reads the same in a terminal, a CI log and a pasted issue.
 
 use std::fmt::Write as _;
 
@@ -10,8 +11,10 @@ use crate::config::{
 use crate::workload::dataset::LengthStats;
 
 use super::estimate::{
-    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WorkloadProfile, run_s,
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WallTime,
+    WorkloadProfile, run_s,
 };
+use super::extension::{Extendable, extension_budget, extensions_bound_s};
 use super::{CardPlan, Load, OpenPlan, Plan, RunPlan, workload_seed};
 
 /// The plan as a table: per card a header, the closed sweep, the open runs
@@ -19,9 +22,9 @@ use super::{CardPlan, Load, OpenPlan, Plan, RunPlan, workload_seed};
 pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
     let mut out = String::new();
     let closed_runs: usize = plan.cards.iter().map(|c| c.closed.len()).sum();
-    let (open_runs, open_is_bound) = plan.cards.iter().fold((0u64, false), |(n, bound), c| {
-        let (runs, is_bound) = open_run_count(c);
-        (n + runs, bound || is_bound)
+    let (open_typical, open_max) = plan.cards.iter().fold((0u64, 0u64), |(t, m), c| {
+        let (typical, max) = open_run_count(c);
+        (t + typical, m + max)
     });
     let _ = writeln!(
         out,
@@ -53,13 +56,12 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
         .unwrap_or(0);
 
     for (card, rows) in plan.cards.iter().zip(&rows) {
-        let bound = if open_run_count(card).1 { "≤ " } else { "" };
         let _ = writeln!(
             out,
-            "\n{} × {}  (est. {bound}{})",
+            "\n{} × {}  ({})",
             card.target,
             card.workload,
-            human_duration(card.estimated_wall_time_s)
+            est_and_bound(card.wall_time())
         );
         for row in rows {
             let mut line = String::from("  ");
@@ -144,12 +146,16 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
         }
     }
 
-    let bound = if open_is_bound { "≤ " } else { "" };
-    let open_label = if open_is_bound {
-        format!("up to {open_runs}")
+    let open_label = if open_typical == open_max {
+        open_max.to_string()
     } else {
-        open_runs.to_string()
+        format!("~{open_typical} (up to {open_max})")
     };
+    let has_search = plan
+        .cards
+        .iter()
+        .any(|c| matches!(c.open, OpenPlan::Search { .. }));
+    let has_open = plan.cards.iter().any(|c| !matches!(c.open, OpenPlan::None));
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let subjects = plan.cards.len() / experiment.targets.len().max(1);
     let mix_cards =
@@ -178,35 +184,48 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             matches!(&t.kind, crate::config::TargetKind::Sim { serving, .. } if serving.virtual_time)
         })
     };
-    let virtual_s: f64 = plan
+    let virtual_time: WallTime = plan
         .cards
         .iter()
         .filter(|c| is_virtual(c))
-        .map(|c| c.estimated_wall_time_s)
+        .map(CardPlan::wall_time)
+        .sum();
+    let real_time: WallTime = plan
+        .cards
+        .iter()
+        .filter(|c| !is_virtual(c))
+        .map(CardPlan::wall_time)
         .sum();
     let virtual_cards = plan.cards.iter().filter(|c| is_virtual(c)).count();
     if virtual_cards > 0 {
         let _ = writeln!(
             out,
-            "{} in virtual time (`virtual #true`): {bound}{} of simulated time, a small fraction of it in wall time",
+            "{} in virtual time (`virtual #true`): {} of simulated time, a small fraction of it in wall time",
             plural(virtual_cards, "card"),
-            human_duration(virtual_s),
+            est_and_bound(virtual_time),
         );
     }
-    if virtual_cards == plan.cards.len() && virtual_cards > 0 {
-        return out;
+    // Every card virtual: no real-time estimate to give.
+    if virtual_cards < plan.cards.len() || virtual_cards == 0 {
+        let _ = writeln!(
+            out,
+            "estimated wall time {} (runs in sequence; {} drain allowance per run)",
+            and_at_most(real_time),
+            human_duration(DRAIN_ALLOWANCE.as_secs_f64()),
+        );
     }
-    let _ = writeln!(
-        out,
-        "estimated wall time {bound}{} (runs in sequence; {} drain allowance per run{})",
-        human_duration(plan.estimated_wall_time_s - virtual_s),
-        human_duration(DRAIN_ALLOWANCE.as_secs_f64()),
-        if open_is_bound {
-            "; searches at their maximum number of runs"
-        } else {
-            ""
-        },
-    );
+    // What each figure assumes, in the words of plan::estimate.
+    if has_search {
+        let _ = writeln!(
+            out,
+            "est. = searches at their typical number of runs, no extensions; at most = searches at their maximum number of runs, each at its longest (at `min`, lengthened for samples), plus each card's whole extension budget"
+        );
+    } else if has_open {
+        let _ = writeln!(
+            out,
+            "est. = every run as planned, no extensions; at most = plus each card's whole extension budget"
+        );
+    }
     if has_requests_stop(plan) {
         let _ = writeln!(
             out,
@@ -238,7 +257,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 .collect();
             rows.push([
                 "closed".into(),
-                runs_label(card.closed.len() as u64, false),
+                runs_label(card.closed.len() as u64),
                 human_duration(closed_time_s(card, experiment)),
                 format!("concurrency {}", levels.join(" ")),
             ]);
@@ -251,7 +270,15 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             "no closed sweep".into(),
         ]),
     }
-    let open_s = card.estimated_wall_time_s - closed_time_s(card, experiment);
+    let profile = card_profile(card, experiment);
+    let closed_s = closed_time_s(card, experiment);
+    let open_time = WallTime {
+        expected_s: card.expected_wall_time_s - closed_s,
+        bound_s: card.wall_time().bound_s - closed_s,
+    };
+    let extensions_s = Extendable::of(&card.open, experiment).map_or(0.0, |runs| {
+        extensions_bound_s(extension_budget(experiment, &card.open), &runs)
+    });
     match &card.open {
         OpenPlan::None => {
             rows.push(["open".into(), "—".into(), "".into(), "no open runs".into()]);
@@ -270,8 +297,8 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             });
             rows.push([
                 "open".into(),
-                runs_label(runs.len() as u64, false),
-                human_duration(open_s),
+                runs_label(runs.len() as u64),
+                human_duration(open_time.expected_s),
                 format!("rates {} {unit}{arrival}", rates.join(" ")),
             ]);
             if let Some(first) = runs.first() {
@@ -295,6 +322,18 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 };
                 rows.push(["".into(), "".into(), "".into(), line]);
             }
+            if extensions_s > 0.0 {
+                rows.push([
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                    format!(
+                        "at most: + {} extending inconclusive rates: ≤ {}",
+                        human_duration(extensions_s),
+                        human_duration(open_time.bound_s)
+                    ),
+                ]);
+            }
         }
         OpenPlan::Search {
             arrival,
@@ -303,6 +342,8 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             precision,
             max_runs,
             frontier_runs,
+            typical_runs,
+            typical_frontier_runs,
             template,
         } => {
             // The frontier phase's rates come after the search's, within
@@ -314,16 +355,18 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                         .map(|m| format!("{}×", trim_number(*m, 3)))
                         .collect();
                     format!(
-                        ", then the frontier at {} of each bound (≤ {frontier_runs} of the runs)",
+                        ", then the frontier at {} of each bound (~{typical_frontier_runs}, ≤ {frontier_runs} of the runs)",
                         listed.join(" ")
                     )
                 }
                 _ => String::new(),
             };
+            let typical = typical_runs.saturating_add(*typical_frontier_runs);
+            let most = max_runs.saturating_add(*frontier_runs);
             rows.push([
                 "open".into(),
-                runs_label(u64::from(max_runs.saturating_add(*frontier_runs)), true),
-                format!("≤ {}", human_duration(open_s)),
+                format!("~{}", runs_label(u64::from(typical))),
+                human_duration(open_time.expected_s),
                 format!(
                     "search {}–{} {unit}, {}, precision {}{frontier}",
                     trim_number(min.0, 3),
@@ -335,6 +378,28 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             rows.push(["".into(), "".into(), "".into(), per_run(template, "rate")]);
             if let Some(line) = lengthening(template, experiment) {
                 rows.push(["".into(), "".into(), "".into(), line]);
+            }
+            if let Some(profile) = &profile {
+                let longest = super::run_at_rate_of(template, *min, experiment);
+                let extensions = if extensions_s > 0.0 {
+                    format!(
+                        ", + {} extending inconclusive rates",
+                        human_duration(extensions_s)
+                    )
+                } else {
+                    String::new()
+                };
+                rows.push([
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                    format!(
+                        "at most: {} of up to {} each{extensions}: ≤ {}",
+                        runs_label(u64::from(most)),
+                        human_duration(run_s(&longest, profile)),
+                        human_duration(open_time.bound_s)
+                    ),
+                ]);
             }
         }
     }
@@ -361,9 +426,35 @@ fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
     })
 }
 
+/// `est. 25m, at most 8h` (see [`and_at_most`]).
+fn est_and_bound(time: WallTime) -> String {
+    format!("est. {}", and_at_most(time))
+}
+
+/// `25m, at most 8h`, or `25m` when the two read the same.
+fn and_at_most(time: WallTime) -> String {
+    let (expected, bound) = (
+        human_duration(time.expected_s),
+        human_duration(time.bound_s),
+    );
+    if expected == bound {
+        expected
+    } else {
+        format!("{expected}, at most {bound}")
+    }
+}
+
 /// The closed sweep's share of the card's estimate (the plan stores one
-/// estimate per card; the split is only for display).
+/// figure of each kind per card; the split is only for display). Closed
+/// runs are never extended: the same in both.
 fn closed_time_s(card: &CardPlan, experiment: &Experiment) -> f64 {
+    card_profile(card, experiment).map_or(0.0, |profile| {
+        card.closed.iter().map(|r| run_s(r, &profile)).sum()
+    })
+}
+
+/// The shape of what a card sends, as the estimate saw it.
+fn card_profile(card: &CardPlan, experiment: &Experiment) -> Option<WorkloadProfile> {
     let profile = match (&card.mix, experiment.workload(&card.workload)) {
         (Some(mix), _) => WorkloadProfile::blend(
             &mix.classes
@@ -380,30 +471,31 @@ fn closed_time_s(card: &CardPlan, experiment: &Experiment) -> f64 {
         (None, Some(workload)) => {
             WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name))
         }
-        (None, None) => return 0.0,
+        (None, None) => return None,
     };
-    card.closed.iter().map(|r| run_s(r, &profile)).sum()
+    Some(profile)
 }
 
-fn runs_label(count: u64, is_bound: bool) -> String {
+fn runs_label(count: u64) -> String {
     let plural = if count == 1 { "run" } else { "runs" };
-    if is_bound {
-        format!("≤ {count} {plural}")
-    } else {
-        format!("{count} {plural}")
-    }
+    format!("{count} {plural}")
 }
 
-/// `(count, is an upper bound)` of the open runs of a card.
-fn open_run_count(card: &CardPlan) -> (u64, bool) {
+/// `(typical, at most)` open runs of a card, the same for a grid.
+fn open_run_count(card: &CardPlan) -> (u64, u64) {
     match &card.open {
-        OpenPlan::None => (0, false),
-        OpenPlan::Grid { runs } => (runs.len() as u64, false),
+        OpenPlan::None => (0, 0),
+        OpenPlan::Grid { runs } => (runs.len() as u64, runs.len() as u64),
         OpenPlan::Search {
             max_runs,
             frontier_runs,
+            typical_runs,
+            typical_frontier_runs,
             ..
-        } => (u64::from(max_runs.saturating_add(*frontier_runs)), true),
+        } => (
+            u64::from(typical_runs.saturating_add(*typical_frontier_runs)),
+            u64::from(max_runs.saturating_add(*frontier_runs)),
+        ),
     }
 }
 

@@ -304,6 +304,9 @@ pub struct CardView {
     pub status: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// The plan's times beside the runs'; `None` for a card from a
+    /// results.json that has none.
+    pub wall_time: Option<WallTimeView>,
     pub target: String,
     pub workload: String,
     pub file_name: String,
@@ -1047,6 +1050,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         status: report.status.clone(),
         started_at: report.started_at.clone(),
         finished_at: report.finished_at.clone(),
+        wall_time: card.wall_time.as_ref().map(wall_time_view),
         target: card.target.clone(),
         workload: card.workload.clone(),
         file_name: super::card_file_name(card),
@@ -1460,6 +1464,42 @@ pub fn summary_view(report: &CapacityReport) -> SummaryView {
     }
 }
 
+/// Planned against actual time, as the card states it (durations in
+/// words, `"25m"`; see `analyze::wall_time`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WallTimeView {
+    /// The plan's expected time; `None` when the plan has no such card.
+    pub planned: Option<String>,
+    /// The plan's bound; `None` when the plan recorded none.
+    pub planned_bound: Option<String>,
+    /// The runs' wall time: the sum of each run's start → finish.
+    pub actual: Option<String>,
+    pub runs: u32,
+    pub runs_without_finish: u32,
+    /// Virtual time: the runs' simulated time, which `planned` is in.
+    pub simulated: Option<String>,
+    /// The runs took longer than the plan's bound (on the clock the plan
+    /// is in).
+    pub beyond_bound: bool,
+}
+
+fn wall_time_view(t: &crate::analyze::wall_time::CardWallTime) -> WallTimeView {
+    let words = |s: Option<f64>| s.map(crate::plan::human_duration);
+    // The plan counts a virtual card in simulated time: compare like with like.
+    let compared = t.simulated_s.or(t.actual_s);
+    WallTimeView {
+        planned: words(t.planned_expected_s),
+        planned_bound: words(t.planned_bound_s),
+        actual: words(t.actual_s),
+        runs: t.runs,
+        runs_without_finish: t.runs_without_finish,
+        simulated: words(t.simulated_s),
+        beyond_bound: compared
+            .zip(t.planned_bound_s)
+            .is_some_and(|(took, bound)| took > bound),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1515,6 +1555,7 @@ mod tests {
             telemetry_notes: vec![],
             limits: BTreeMap::new(),
             mix: None,
+            wall_time: None,
         }
     }
 
@@ -1729,5 +1770,39 @@ mod tests {
         assert_eq!(view.sizing[0].uses, "Cr_open chat");
         assert_eq!(view.sizing[0].mode, "open loop, gamma cv=2");
         assert_eq!(view.sizing[1].mode, "closed loop");
+    }
+
+    #[test]
+    fn the_card_puts_the_plans_times_beside_the_runs() {
+        use crate::analyze::wall_time::CardWallTime;
+        let mut card = empty_card();
+        card.wall_time = Some(CardWallTime {
+            planned_expected_s: Some(185.0),
+            planned_bound_s: Some(300.0),
+            actual_s: Some(357.0),
+            runs: 12,
+            runs_without_finish: 0,
+            simulated_s: None,
+        });
+        let text = rendered(&card);
+        assert!(
+            text.contains(
+                "| Time taken | planned 3m 5s, at most 5m; took 5m 57s, the sum of 12 runs'"
+            ) && text.contains("**beyond the plan's bound**"),
+            "{text}"
+        );
+        // Virtual time: the plan is in simulated time, and so is the
+        // comparison; the wall time is given apart.
+        card.wall_time = Some(CardWallTime {
+            actual_s: Some(1.5),
+            simulated_s: Some(240.0),
+            ..card.wall_time.clone().unwrap_or_default()
+        });
+        let text = rendered(&card);
+        assert!(
+            text.contains("planned 3m 5s, at most 5m of simulated time; the runs simulated 4m, in 1.5s of wall time (virtual time)"),
+            "{text}"
+        );
+        assert!(!text.contains("beyond the plan's bound"), "{text}");
     }
 }

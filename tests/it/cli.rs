@@ -63,7 +63,27 @@ fn plan_prints_a_table_and_json() {
         .clone();
     let plan: capcard::plan::Plan = serde_json::from_slice(&out).expect("plan JSON parses back");
     assert!(!plan.cards.is_empty());
-    assert!(plan.estimated_wall_time_s > 0.0);
+    // What to expect and the most it can take, per card and in total.
+    assert!(plan.expected_wall_time_s > 0.0);
+    let bound = plan.bound_wall_time_s.expect("plan --json gives a bound");
+    assert!(bound >= plan.expected_wall_time_s, "{bound}");
+    for card in &plan.cards {
+        let card_bound = card.bound_wall_time_s.expect("every card has a bound");
+        assert!(card.expected_wall_time_s > 0.0 && card_bound >= card.expected_wall_time_s);
+    }
+    let assert = capcard()
+        .args(["plan", "experiments/quickstart.kdl"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("tiny × chat-small  (est. ") && stdout.contains(", at most "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("plus each card's whole extension budget"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -79,6 +99,10 @@ fn plan_counts_virtual_time_cards_apart_from_the_wall_time() {
     );
     // Every card is virtual: no real-time estimate to give.
     assert!(!stdout.contains("estimated wall time"), "{stdout}");
+    assert!(
+        stdout.contains(", at most ") && stdout.contains(" of simulated time"),
+        "{stdout}"
+    );
     let assert = capcard()
         .args(["plan", "experiments/quickstart.kdl"])
         .assert()

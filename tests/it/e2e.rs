@@ -136,6 +136,54 @@ fn run_then_report_on_the_simulator() {
     std::fs::remove_file(&card_path).unwrap();
     capcard().arg("report").arg(&out).assert().success();
     assert_eq!(std::fs::read_to_string(&card_path).unwrap(), written);
+
+    // The card records the plan's times beside the time the runs took.
+    let plan_path = out.join("plan.json");
+    let plan_text = std::fs::read_to_string(&plan_path).unwrap();
+    let plan: capcard::plan::Plan = serde_json::from_str(&plan_text).unwrap();
+    let time = card.wall_time.as_ref().expect("planned and actual times");
+    let planned = &plan.cards[0];
+    assert_eq!(time.planned_expected_s, Some(planned.expected_wall_time_s));
+    assert_eq!(time.planned_bound_s, planned.bound_wall_time_s);
+    assert!(
+        planned
+            .bound_wall_time_s
+            .is_some_and(|b| b >= planned.expected_wall_time_s)
+    );
+    let actual_s = time.actual_s.expect("every run finished");
+    // Every journal (extensions included) is summed: each run takes its
+    // warmup and measured time at least.
+    let journals = std::fs::read_dir(out.join("runs")).unwrap().count() as u32;
+    assert_eq!((time.runs, time.runs_without_finish), (journals, 0));
+    assert!(actual_s >= 4.0 * 2.3, "{actual_s}");
+    assert_eq!(time.simulated_s, None, "the wall clock");
+    assert!(
+        written.contains("| Time taken | planned ")
+            && written
+                .contains("runs' start → finish (extensions included, the time between runs not)"),
+        "{written}"
+    );
+
+    // A folder planned before the bound existed still renders.
+    let mut old: serde_json::Value = serde_json::from_str(&plan_text).unwrap();
+    let to_old = |v: &mut serde_json::Value| {
+        let map = v.as_object_mut().unwrap();
+        map.remove("bound_wall_time_s");
+        let expected = map.remove("expected_wall_time_s").unwrap();
+        map.insert("estimated_wall_time_s".into(), expected);
+    };
+    to_old(&mut old);
+    for card in old["cards"].as_array_mut().unwrap() {
+        to_old(card);
+        card["open"].as_object_mut().unwrap().remove("typical_runs");
+    }
+    std::fs::write(&plan_path, serde_json::to_string_pretty(&old).unwrap()).unwrap();
+    capcard().arg("report").arg(&out).assert().success();
+    let rerendered = std::fs::read_to_string(&card_path).unwrap();
+    assert!(
+        rerendered.contains("(the plan recorded no bound)"),
+        "{rerendered}"
+    );
 }
 
 const INTERRUPTIBLE: &str = r#"

@@ -82,6 +82,21 @@ fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
     let card = std::fs::read_to_string(virtual_dir.join("tiny--chat.md")).unwrap();
     assert!(card.contains("| Clock | virtual time"), "{card}");
     assert!(card.contains("closed loop, virtual time"), "{card}");
+    // The plan counts a virtual card in simulated time: the card compares
+    // it with the runs' simulated time, and gives the wall time apart.
+    let time = virt.wall_time.as_ref().expect("planned and actual times");
+    let simulated_s = time
+        .simulated_s
+        .expect("virtual runs are timed on their clock");
+    assert!(time.actual_s.is_some_and(|wall_s| wall_s < simulated_s));
+    assert!(
+        card.contains(" of simulated time; the runs simulated ")
+            && card.contains("of wall time (virtual time)"),
+        "{card}"
+    );
+    let real_time = real.wall_time.as_ref().expect("planned and actual times");
+    assert_eq!(real_time.simulated_s, None);
+    assert_eq!(real_time.planned_expected_s, time.planned_expected_s);
 
     // The same request stream: the same tasks at every level. On a release
     // build CrossP and Cr_closed are identical (BENCHMARKS.md). A debug
