@@ -500,10 +500,13 @@ pub const MAX_SAMPLE_LENGTHENING: f64 = 4.0;
 /// `confidence`: [`SAMPLE_MARGIN`] × the fewest samples giving the highest
 /// percentile among their latency clauses an upper bound
 /// ([`crate::analyze::interval::min_samples_for_upper_bound`]: 36 for a p90
-/// at 95%, 368 for a p99); 0 without percentile clauses.
+/// at 95%, 368 for a p99), or that let an error-rate bound pass with no
+/// failure ([`crate::analyze::interval::min_samples_for_proportion_bound`]:
+/// 765 for 0.5%) — without them an error rate of 0 stays inconclusive; 0
+/// without such clauses.
 pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
-    slos.iter()
-        .flat_map(|slo| &slo.clauses)
+    let clauses = || slos.iter().flat_map(|slo| &slo.clauses);
+    let percentiles = clauses()
         .filter_map(|clause| match clause {
             crate::config::SloClause::Latency {
                 stat: crate::config::Stat::Percentile(p),
@@ -515,7 +518,19 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
             _ => None,
         })
         .max()
-        .map_or(0, |n| n * SAMPLE_MARGIN)
+        .map_or(0, |n| n * SAMPLE_MARGIN);
+    // An error rate needs no margin: with no failure this many calls pass,
+    // and with failures no run length makes a bound it is near pass.
+    let error_rates = clauses()
+        .filter_map(|clause| match clause {
+            crate::config::SloClause::ErrorRate { max } if max.0 > 0.0 => Some(
+                crate::analyze::interval::min_samples_for_proportion_bound(max.0, confidence),
+            ),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    percentiles.max(error_rates)
 }
 
 /// How an open run at `rate` stops: the declared rule
@@ -1336,6 +1351,18 @@ mod tests {
             }],
         }];
         assert_eq!(samples_to_judge(&mean, 0.95), 0);
+        // An error rate of at most 0.5% passes from 765 calls without a failure.
+        let errors = vec![Slo {
+            name: "errors".into(),
+            span: None,
+            clauses: vec![
+                latency(LatencyMetric::E2e, 90.0, 4000),
+                SloClause::ErrorRate {
+                    max: Fraction(0.005),
+                },
+            ],
+        }];
+        assert_eq!(samples_to_judge(&errors, 0.95), 765);
         assert_eq!(
             open_stop(&open, 0.5, samples_to_judge(&mean, 0.95)),
             open.stop

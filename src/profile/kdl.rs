@@ -47,7 +47,9 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         "// Lengths: the family (lognormal, gamma, normal, exponential) with the smallest\n\
          // Kolmogorov-Smirnov distance D, kept when D is under the 1% critical value\n\
          // 1.63/sqrt(n); otherwise a table of the observed quantiles (`empirical`).\n\
-         // Clamps are the observed range. No prompt text from the log is in this file.\n",
+         // Clamps are the observed range. No prompt text from the log is in this file.\n\
+         // Takes about what `capcard plan` says against a real server, and seconds\n\
+         // on the simulated placeholder with `--virtual`.\n",
     );
     for note in &profile.notes {
         let _ = writeln!(out, "// Note: {note}.");
@@ -71,7 +73,7 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
     out.push_str(
         "// The replica to size. A placeholder: replace the `sim` line with\n\
          // `endpoint \"http://127.0.0.1:8000/v1\"` to measure your server.\n\
-         target \"replica\" {\n    sim h100-llama3-8b\n}\n\n",
+         target \"replica\" {\n    sim h100-llama3.1-8b\n}\n\n",
     );
 
     let _ = writeln!(out, "workload {} {{", kdl_string(name));
@@ -156,9 +158,24 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
          // these bounds; the card's SLO frontier shows what each bound would allow.\n\
          slo \"draft\" {\n    ttft p95=\"1s\"\n    e2e p95=\"30s\"\n    error-rate max=\"1%\"\n}\n\n",
     );
-    out.push_str(
-        "// Closed loop: CrossP and Cr_closed of the replica on this traffic.\n\
-         closed {\n    concurrency 1 2 4 8 16 32 64 128\n    duration \"60s\"\n    warmup \"10s\"\n}\n\n",
+    // Conversations spend most of their time thinking, so a level of the
+    // sweep (conversations in flight) loads the replica far less than as
+    // many single requests would: the sweep goes 8x further to reach the
+    // knee, and open-loop windows start once the first conversations ended.
+    let (levels, open_warmup) = if profile.sessions.is_some() {
+        ("1 2 4 8 16 32 64 128 256 512 1024", "60s")
+    } else {
+        ("1 2 4 8 16 32 64 128", "15s")
+    };
+    let _ = write!(
+        out,
+        "// Closed loop: CrossP and Cr_closed of the replica on this traffic ({}).\n\
+         closed {{\n    concurrency {levels}\n    duration \"60s\"\n    warmup \"10s\"\n}}\n\n",
+        if profile.sessions.is_some() {
+            "conversations in flight; most of them are thinking"
+        } else {
+            "requests in flight"
+        }
     );
     out.push_str("open {\n");
     match &profile.arrival {
@@ -188,9 +205,10 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         out,
         "    search min=0.25 max=256 precision=\"10%\"  // {unit}; Cr_open is the replica's, not the log's"
     );
-    out.push_str(
-        "    duration \"120s\"\n    warmup \"15s\"\n    \
-         // frontier 0.5 2                         // to negotiate the SLO: also measure where each bound x0.5 and x2 holds\n}\n",
+    let _ = write!(
+        out,
+        "    duration \"120s\"\n    warmup \"{open_warmup}\"\n    \
+         // frontier 0.5 2                         // to negotiate the SLO: also measure where each bound x0.5 and x2 holds\n}}\n",
     );
     if let Some(a) = &profile.arrival {
         // The demand to size for is the busiest minute, not the average.

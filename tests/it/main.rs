@@ -10,6 +10,7 @@ mod diff;
 mod e2e;
 mod engines;
 mod erlang_c;
+mod examples;
 mod mix;
 mod profile;
 mod report;
