@@ -360,15 +360,21 @@ pub fn recompute(
 /// its footer's `finished_at` (wall clock), and the end of its measured
 /// window since its start, or its last completion without a footer (its own
 /// clock: the engine's in virtual time).
+/// A journal's RFC 3339 time in ms since the epoch (the parser `capcard
+/// profile` reads log timestamps with).
+fn rfc3339_ms(text: &str) -> Option<f64> {
+    crate::profile::read::rfc3339_seconds(text).map(|s| s * 1000.0)
+}
+
 fn run_times(journal: &Journal, last_completed_ms: f64) -> analyze::wall_time::RunTimes {
     let start = journal
         .header
         .as_ref()
-        .and_then(|h| exec::journal::parse_rfc3339_ms(&h.started_at));
+        .and_then(|h| rfc3339_ms(&h.started_at));
     let end = journal
         .footer
         .as_ref()
-        .and_then(|f| exec::journal::parse_rfc3339_ms(&f.finished_at));
+        .and_then(|f| rfc3339_ms(&f.finished_at));
     let window_end_ms = journal
         .footer
         .as_ref()
@@ -676,17 +682,10 @@ fn context_fit(
     window: Option<&crate::plan::context::ContextWindow>,
 ) -> Option<String> {
     let window = window?;
-    let names: Vec<&str> = match &card_plan.mix {
-        Some(mix) => mix.classes.iter().map(|c| c.workload.as_str()).collect(),
-        None => vec![card_plan.workload.as_str()],
-    };
-    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
-    names.into_iter().find_map(|name| {
-        let workload = experiment.workload(name)?;
-        let seed = crate::plan::workload_seed(experiment.seed, name);
-        let fit = crate::plan::context::fit(workload, trace, seed, window.clone());
-        fit.can_overflow().then(|| fit.describe(name))
-    })
+    crate::plan::context::card_overflows(experiment, card_plan, window)
+        .into_iter()
+        .next()
+        .map(|(name, fit)| fit.describe(&name))
 }
 
 #[cfg(test)]

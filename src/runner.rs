@@ -1119,20 +1119,8 @@ fn warn_context_overflow(
     let Some(window) = &target.context_window else {
         return;
     };
-    let names: Vec<&str> = match &card.mix {
-        Some(mix) => mix.classes.iter().map(|c| c.workload.as_str()).collect(),
-        None => vec![card.workload.as_str()],
-    };
-    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
-    for name in names {
-        let Some(workload) = experiment.workload(name) else {
-            continue;
-        };
-        let seed = plan::workload_seed(experiment.seed, name);
-        let fit = plan::context::fit(workload, trace, seed, window.clone());
-        if fit.can_overflow() {
-            let _ = writeln!(log, "  warning: {}", fit.describe(name));
-        }
+    for (name, fit) in plan::context::card_overflows(experiment, card, window) {
+        let _ = writeln!(log, "  warning: {}", fit.describe(&name));
     }
 }
 

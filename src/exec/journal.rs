@@ -374,72 +374,6 @@ pub fn rfc3339_utc(t: SystemTime) -> String {
     )
 }
 
-/// Milliseconds since the Unix epoch of an RFC 3339 timestamp, as
-/// [`rfc3339_utc`] writes them (`2026-11-03T09:15:02.123Z`), with any
-/// number of fraction digits and a `Z` or `±hh:mm` offset; `None` for
-/// anything else (a journal edited by hand says nothing about its time).
-pub fn parse_rfc3339_ms(text: &str) -> Option<f64> {
-    let text = text.trim();
-    let (date, rest) = text.split_once(['T', 't', ' '])?;
-    let mut ymd = date.splitn(3, '-');
-    let year: i64 = ymd.next()?.parse().ok()?;
-    let month: u32 = ymd.next()?.parse().ok()?;
-    let day: u32 = ymd.next()?.parse().ok()?;
-    let offset_at = rest
-        .find(['Z', 'z', '+'])
-        .or_else(|| rest.rfind('-'))
-        .unwrap_or(rest.len());
-    let (clock, offset) = rest.split_at(offset_at);
-    let mut hms = clock.splitn(3, ':');
-    let hour: u32 = hms.next()?.parse().ok()?;
-    let minute: u32 = hms.next()?.parse().ok()?;
-    // Whole seconds and the fraction apart, so `.123` is exactly 123 ms.
-    let seconds = hms.next()?;
-    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, ""));
-    let second: u32 = whole.parse().ok()?;
-    if !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let nanos: u64 = format!("{fraction:0<9.9}").parse().ok()?;
-    let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && hour < 24
-        && minute < 60
-        && second <= 60;
-    if !valid {
-        return None;
-    }
-    let offset_min: i64 = match offset {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match offset.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let (h, m) = offset[1..].split_once(':')?;
-            sign * (h.parse::<i64>().ok()? * 60 + m.parse::<i64>().ok()?)
-        }
-    };
-    let days = days_from_civil(year, month, day);
-    let whole_s =
-        days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)
-            - offset_min * 60;
-    Some(whole_s as f64 * 1000.0 + nanos as f64 / 1e6)
-}
-
-/// (year, month, day) → days since 1970-01-01, the inverse of
-/// [`civil_from_days`] (same source).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from((m + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
 /// (H. Hinnant, "chrono-compatible low-level date algorithms").
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -612,29 +546,6 @@ mod tests {
         );
         let corrupt_middle = format!("{request}\n{{oops\n{request}\n");
         assert_eq!(parse_journal(corrupt_middle.as_bytes()).unwrap_err().0, 2);
-    }
-
-    #[test]
-    fn rfc3339_reads_back_what_it_writes() {
-        for ms in [0u64, 951_782_400_123, 1_798_761_599_000, 1_780_000_000_456] {
-            let t = UNIX_EPOCH + Duration::from_millis(ms);
-            assert_eq!(parse_rfc3339_ms(&rfc3339_utc(t)), Some(ms as f64), "{ms}");
-        }
-        assert_eq!(
-            parse_rfc3339_ms("1970-01-01T01:00:00+01:00"),
-            Some(0.0),
-            "an offset"
-        );
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), Some(1500.0));
-        for bad in [
-            "",
-            "x",
-            "2026-13-01T00:00:00Z",
-            "2026-01-01T25:00:00Z",
-            "2026-01-01",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -76,14 +76,13 @@ impl ContextFit {
         };
         if self.calls_over == 0 {
             return format!(
-                "workload `{workload}` can exceed the {} -token window ({}): no call of {} drawn \
+                "workload `{workload}` can exceed the {}-token window ({}): no call of {} drawn \
                  did (largest {} tokens){bound}",
                 group(u64::from(window)),
                 self.window.source,
                 group(self.sampled_calls),
                 group(self.largest_call_tokens),
-            )
-            .replace(" -token", "-token");
+            );
         }
         format!(
             "workload `{workload}` exceeds the {}-token window ({}): {} of {} calls drawn ({:.1}%, \
@@ -262,6 +261,30 @@ pub fn warnings(
         .collect()
 }
 
+/// The workloads card `card` sends (a mix's classes: each its own) that
+/// can exceed `window`, in order, each with its fit; the open runs' trace,
+/// if any, is drawn too.
+pub fn card_overflows(
+    experiment: &Experiment,
+    card: &super::CardPlan,
+    window: &ContextWindow,
+) -> Vec<(String, ContextFit)> {
+    let names: Vec<&str> = match &card.mix {
+        Some(mix) => mix.classes.iter().map(|c| c.workload.as_str()).collect(),
+        None => vec![card.workload.as_str()],
+    };
+    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let workload = experiment.workload(name)?;
+            let seed = super::workload_seed(experiment.seed, name);
+            let fit = fit(workload, trace, seed, window.clone());
+            fit.can_overflow().then(|| (name.to_string(), fit))
+        })
+        .collect()
+}
+
 /// Every (target, workload) pair of the experiment that can exceed the
 /// target's declared window, in card order, with the trace that drives
 /// the open runs. Workloads of mixes are checked like the others (a mix
@@ -351,6 +374,16 @@ mod tests {
         let text = fit.describe("agent");
         assert!(text.contains("exceeds the 8,192-token window"), "{text}");
         assert!(text.contains("25,166"), "{text}");
+        // Between the largest drawn and the largest possible: a warning
+        // that says no call drawn did.
+        let edge = super::fit(&agent(), None, 5, window(25_100));
+        assert!(edge.can_overflow() && edge.calls_over == 0, "{edge:?}");
+        let text = edge.describe("agent");
+        assert!(
+            text.contains("can exceed the 25,100-token window"),
+            "{text}"
+        );
+        assert!(text.contains("no call of"), "{text}");
         // The same tasks fit a 128k window.
         let long = super::fit(&agent(), None, 5, window(131_072));
         assert!(!long.can_overflow());

@@ -680,6 +680,13 @@ mod tests {
             Some(1_709_164_800.0)
         );
         assert_eq!(rfc3339_seconds("yesterday"), None);
+        // What a journal writes reads back (cards time their runs with it).
+        for ms in [0u64, 951_782_400_123, 1_798_761_599_000] {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            let text = crate::exec::journal::rfc3339_utc(t);
+            let back = rfc3339_seconds(&text).unwrap() * 1000.0;
+            assert!((back - ms as f64).abs() < 1e-3, "{text}: {back}");
+        }
         assert_eq!(rfc3339_seconds("2026-13-01T00:00:00Z"), None);
     }
 
