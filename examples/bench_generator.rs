@@ -187,6 +187,7 @@ closed {{
         show_progress: false,
         nonce: Some(1),
         virtual_time: false,
+        shard: None,
     };
     let before = peak_rss_mib();
     let started = std::time::Instant::now();

@@ -68,6 +68,40 @@ pub enum Command {
         /// targets are refused (select the sims with --target).
         #[arg(long = "virtual")]
         virtual_time: bool,
+        /// Be shard I of N (0-based): send only this process's part of
+        /// every run (every Nth open-loop arrival, 1/N of the closed
+        /// slots), with --start-at or --coordinator.
+        #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "coordinate")]
+        shard: Option<crate::plan::shard::ShardPart>,
+        /// With --shard, no coordinator: run the closed sweep and open
+        /// grid on a timetable from this instant (RFC 3339, e.g.
+        /// 2026-12-02T10:00:00Z), the same on every shard; merge the
+        /// shards' folders with `capcard merge`.
+        #[arg(long, value_name = "RFC3339", requires = "shard", conflicts_with = "coordinator", value_parser = parse_instant)]
+        start_at: Option<std::time::SystemTime>,
+        /// With --shard: take every run from the coordinator at URL
+        /// (`capcard run FILE --coordinate N`), which also runs the
+        /// Cr_open search.
+        #[arg(long, value_name = "URL", requires = "shard")]
+        coordinator: Option<String>,
+        /// Coordinate N shard processes: plan and judge every run (the
+        /// search too), have the shards execute it, merge their journals
+        /// into this results folder as they come.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        coordinate: Option<u32>,
+        /// Where the coordinator listens for its shards.
+        #[arg(long, default_value = "127.0.0.1:7300", requires = "coordinate")]
+        listen: SocketAddr,
+    },
+    /// Merge the results folders of the shards of one run (`capcard run
+    /// --shard I/N --start-at T`) into one folder, and render its cards.
+    Merge {
+        /// The shards' results folders, one per shard.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged results folder (must not exist yet).
+        #[arg(long, short)]
+        out: PathBuf,
     },
     /// Re-render the cards of a results folder without touching any endpoint.
     Report {
@@ -180,6 +214,18 @@ pub enum Command {
         #[arg(long, default_value = "round-robin", value_name = "POLICY", value_parser = parse_router)]
         router: crate::config::SimRouter,
     },
+}
+
+/// `--shard I/N`.
+fn parse_shard(text: &str) -> Result<crate::plan::shard::ShardPart, String> {
+    crate::plan::shard::ShardPart::parse(text)
+}
+
+/// `--start-at`: an RFC 3339 instant.
+fn parse_instant(text: &str) -> Result<std::time::SystemTime, String> {
+    crate::profile::read::rfc3339_seconds(text)
+        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s.max(0.0)))
+        .ok_or_else(|| format!("`{text}` is not an RFC 3339 instant (e.g. 2026-12-02T10:00:00Z)"))
 }
 
 /// `--router`: a [`SimRouter`](crate::config::SimRouter) by its KDL name.

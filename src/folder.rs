@@ -50,6 +50,18 @@ pub enum FolderError {
     #[error("rendering: {0}")]
     #[diagnostic(code(capcard::render))]
     Render(String),
+    #[error("{} holds the journals of shard {index}/{count} only: one shard's part of the load is no measurement of the replica", dir.display())]
+    #[diagnostic(
+        code(capcard::shard_folder),
+        help(
+            "merge every shard's folder first: `capcard merge DIR... --out DIR`, then report the merged folder"
+        )
+    )]
+    ShardFolder {
+        dir: PathBuf,
+        index: u32,
+        count: u32,
+    },
 }
 
 pub fn io_err(path: &Path) -> impl FnOnce(io::Error) -> FolderError + '_ {
@@ -188,6 +200,13 @@ pub fn recompute(
         let Some(header) = &journal.header else {
             continue;
         };
+        if let Some(shard) = &header.shard {
+            return Err(FolderError::ShardFolder {
+                dir: folder.dir.clone(),
+                index: shard.index,
+                count: shard.count,
+            });
+        }
         let key = (header.run.target.clone(), header.run.workload.clone());
         by_card.entry(key).or_default().push((path, journal, last));
     }
@@ -216,6 +235,7 @@ pub fn recompute(
         let mut telemetry_off = None;
         let mut clock = None;
         let mut context_window = None;
+        let mut sharded: Vec<(String, Vec<exec::ShardClock>)> = Vec::new();
         let mut closed = Vec::new();
         let mut open = Vec::new();
         let mut times = Vec::new();
@@ -241,6 +261,9 @@ pub fn recompute(
             }
             if context_window.is_none() {
                 context_window.clone_from(&header.context_window);
+            }
+            if !header.shards.is_empty() {
+                sharded.push((header.run.id.clone(), header.shards.clone()));
             }
             if content_nonce.is_none() && header.content_nonce != 0 {
                 content_nonce = Some(header.content_nonce);
@@ -333,6 +356,14 @@ pub fn recompute(
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
         card.target_info.clock = clock;
+        let runs: Vec<(&str, &[exec::ShardClock])> = sharded
+            .iter()
+            .map(|(id, shards)| (id.as_str(), shards.as_slice()))
+            .collect();
+        if let Some(note) = crate::shard::sharding_note(&runs) {
+            card.target_info.load_generator = Some(note.sentence);
+            card.target_info.load_generator_warning = note.warning;
+        }
         card.target_info.context_fit = context_fit(experiment, card_plan, context_window.as_ref());
         card.target_info.context_window = context_window;
         cards.push(card);

@@ -26,6 +26,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runner;
+pub mod shard;
 pub mod sim;
 pub mod stats;
 pub mod workload;

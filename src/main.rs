@@ -34,7 +34,31 @@ fn main() -> ExitCode {
             quiet,
             nonce,
             virtual_time,
+            shard,
+            start_at,
+            coordinator,
+            coordinate,
+            listen,
         } => {
+            let shard = match (shard, start_at, coordinator, coordinate) {
+                (Some(part), Some(start_at), None, None) => {
+                    Some(runner::ShardMode::Timetable { part, start_at })
+                }
+                (Some(part), None, Some(coordinator), None) => {
+                    Some(runner::ShardMode::Worker { part, coordinator })
+                }
+                (None, None, None, Some(count)) => {
+                    Some(runner::ShardMode::Coordinator { count, listen })
+                }
+                (Some(_), None, None, _) => {
+                    eprintln!(
+                        "error: --shard needs --start-at T (a timetable, merged with `capcard merge`) \
+                         or --coordinator URL (runs handed out by `capcard run --coordinate N`)"
+                    );
+                    return ExitCode::from(1);
+                }
+                _ => None,
+            };
             let request = runner::RunRequest {
                 experiment_path: file,
                 out,
@@ -48,9 +72,37 @@ fn main() -> ExitCode {
                 show_progress: !quiet && std::io::stderr().is_terminal(),
                 nonce,
                 virtual_time,
+                shard,
             };
             run_cmd(request)
         }
+        Command::Merge { dirs, out } => match capcard::shard::merge_folders(&dirs, &out) {
+            Ok(merged) => {
+                for run in &merged.runs {
+                    eprintln!(
+                        "{}: {} calls and tasks from {} shards{}",
+                        run.run_id,
+                        run.lines,
+                        run.shards.len(),
+                        if run.complete {
+                            ""
+                        } else {
+                            " (incomplete: a shard is missing or did not finish)"
+                        }
+                    );
+                }
+                for path in merged
+                    .written
+                    .summary
+                    .iter()
+                    .chain(merged.written.cards.iter())
+                {
+                    println!("{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e, 1),
+        },
         Command::Report { dir, template, out } => {
             match folder::rerender(&dir, template.as_deref(), out.as_deref()) {
                 Ok(written) => {

@@ -482,6 +482,8 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         prefix_cache_reset: None,
         telemetry_off: None,
         clock: None,
+        load_generator: None,
+        load_generator_warning: None,
         context_window: None,
         context_fit: None,
     }

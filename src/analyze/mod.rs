@@ -408,6 +408,13 @@ pub struct TargetInfo {
     /// ("virtual time (...)", from the journals); `None`: real time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// How several load-generator processes (shards) sent the load, when
+    /// they did (from the merged journals); `None`: one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_generator: Option<String>,
+    /// A shard whose late start biases the result, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_generator_warning: Option<String>,
     /// The model's context window the runs met (from the journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<crate::plan::context::ContextWindow>,

@@ -963,6 +963,8 @@ pub(crate) mod tests {
             telemetry_off: None,
             clock: None,
             context_window: None,
+            shard: None,
+            shards: Vec::new(),
         }
     }
 

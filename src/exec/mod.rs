@@ -96,7 +96,8 @@ use crate::plan::{Load, RunPlan};
 pub use client::{TokenIdSupport, probe_models, probe_token_ids};
 pub use journal::{read_journal, read_journal_ends, stream_journal};
 pub use record::{
-    ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, TaskRecord, TokenSource,
+    ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, ShardClock, TaskRecord,
+    TokenSource,
 };
 pub use request::{
     BodyOptions, ChatMessage, CompletionsPrompt, Prompt, RequestSource, TraceSource, WorkloadSource,
@@ -141,6 +142,19 @@ pub struct RunOptions {
     pub discard_records: bool,
     /// The target's context window, if known (journaled, for the card).
     pub context_window: Option<crate::plan::context::ContextWindow>,
+    /// Send only one shard's part of the run, from an agreed instant.
+    pub shard: Option<ShardRun>,
+}
+
+/// One shard's part of a run ([`crate::plan::shard`] says which part).
+#[derive(Debug, Clone)]
+pub struct ShardRun {
+    pub part: crate::plan::shard::ShardPart,
+    /// The agreed t0 on this host's clock (the reference instant corrected
+    /// by the measured clock offset).
+    pub start_at: std::time::SystemTime,
+    /// Journaled in the header; its `start_lag_ms` is filled in by the run.
+    pub clock: record::ShardClock,
 }
 
 /// What makes a run impossible. Endpoint failures during a run are not

@@ -55,6 +55,40 @@ pub struct RunHeader {
     /// `max-context`, or the server's report); `None`: unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<crate::plan::context::ContextWindow>,
+    /// A shard's journal: which part of the run it sent and how its start
+    /// was agreed; `None`: one process sent the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardClock>,
+    /// A merged journal: every shard's, in shard order (`capcard merge`, or
+    /// the coordinator); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardClock>,
+}
+
+/// How one shard's part of a run was started, for the merge to judge
+/// whether the shards really ran as one load generator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardClock {
+    pub index: u32,
+    pub count: u32,
+    /// How the shards agreed on the start: `coordinator <url>` or
+    /// `timetable from --start-at`.
+    pub agreed_by: String,
+    /// The agreed start (the run's t0), RFC 3339 UTC on the reference clock
+    /// (the coordinator's, or this host's for a timetable).
+    pub start_at: String,
+    /// Reference clock minus this host's clock, in ms, measured against the
+    /// coordinator (the sample with the shortest round trip); `None` for a
+    /// timetable, which trusts the host clocks (NTP) as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<f64>,
+    /// Half that sample's round trip: how far off the offset can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_uncertainty_ms: Option<f64>,
+    /// How late this shard's t0 was taken after the agreed instant, on its
+    /// own clock (≥ 0). Latencies are still measured from the agreed
+    /// schedule; the lag shows as schedule lag too.
+    pub start_lag_ms: f64,
 }
 
 /// One LLM call.

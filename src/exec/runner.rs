@@ -22,6 +22,7 @@ use super::stream::{CallId, ms_since, round_us};
 use super::timer::PreciseTimer;
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
 use crate::config::{Api, StopRule};
+use crate::plan::shard::{self, ShardPart};
 use crate::plan::{Load, RunPlan};
 use crate::workload::{CallSpec, Task, TaskClass, TaskSpec};
 
@@ -296,7 +297,10 @@ impl Ctx {
 
 /// Counters of the closed loop's slots.
 struct ClosedState {
+    /// Tasks this process started so far (a shard maps them to its own
+    /// indices of the run's stream).
     next_index: AtomicU64,
+    part: Option<ShardPart>,
     measured_calls: AtomicU64,
     planned_end: Option<Instant>,
     request_limit: Option<u64>,
@@ -310,7 +314,8 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
         if ctx.stop_starting.is_cancelled() {
             return;
         }
-        let index = state.next_index.fetch_add(1, Ordering::Relaxed);
+        let local = state.next_index.fetch_add(1, Ordering::Relaxed);
+        let index = state.part.map_or(local, |p| p.task_index(local));
         let task = ctx.source.task(index);
         let first = ctx.prepare_first(&task).await;
         // The slot's start instant is taken after rendering, so the render is
@@ -344,14 +349,14 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
     }
 }
 
-/// Dispatch every arrival of the schedule; returns their offsets (ms) and
-/// whether the schedule ran out before the stop rule ended it (a finite
-/// schedule such as a replayed trace).
+/// Dispatch every arrival of the schedule (a shard: every arrival it owns);
+/// returns their offsets (ms) and whether the schedule ran out before the
+/// stop rule ended it (a finite schedule such as a replayed trace).
 async fn dispatch_open(
     ctx: &Arc<Ctx>,
     arrivals: Box<dyn Iterator<Item = Duration> + Send>,
-    warmup: Duration,
-    stop: StopRule,
+    (warmup, stop): (Duration, StopRule),
+    part: Option<ShardPart>,
 ) -> (Vec<f64>, bool) {
     let mut arrivals_ms = Vec::new();
     let mut tasks = JoinSet::new();
@@ -368,6 +373,16 @@ async fn dispatch_open(
                 break;
             }
             _ => {}
+        }
+        if let Some(part) = part
+            && !part.owns(index as u64)
+        {
+            // Another shard sends it; a `requests` stop still counts it, so
+            // that every shard stops at the same arrival.
+            if offset >= warmup && matches!(stop, StopRule::Requests(_)) {
+                measured_calls += ctx.source.task(index as u64).spec.calls() as u64;
+            }
+            continue;
         }
         let at = ctx.t0 + offset;
         let wake = at.checked_sub(DISPATCH_LEAD).unwrap_or(at);
@@ -402,6 +417,28 @@ async fn dispatch_open(
         propagate_panic(result);
     }
     (arrivals_ms, exhausted)
+}
+
+/// Sleep until `start_at` (this host's clock) and return it as an
+/// [`Instant`], with how late the wake-up was. The last two milliseconds
+/// are spun: tokio's timer rounds up to the next millisecond.
+async fn wait_for(start_at: SystemTime) -> (Instant, Duration) {
+    const SPIN: Duration = Duration::from_millis(2);
+    let now = Instant::now();
+    let target = match start_at.duration_since(SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        // Already past: t0 lies that far back.
+        Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
+    };
+    if let Some(wake) = target.checked_sub(SPIN)
+        && wake > Instant::now()
+    {
+        tokio::time::sleep_until(wake).await;
+    }
+    while Instant::now() < target {
+        std::hint::spin_loop();
+    }
+    (target, Instant::now().saturating_duration_since(target))
 }
 
 fn propagate_panic(result: Result<(), tokio::task::JoinError>) {
@@ -476,8 +513,20 @@ pub(crate) async fn run(
     let target_has_tokenizer = target.tokenizer.is_some();
     let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;
 
+    // A shard's t0 is the agreed instant, not when it got there: a late
+    // start shows as start lag and as every call's schedule lag, and the
+    // schedule is never shifted to hide it.
+    let (t0, shard_clock) = match &options.shard {
+        Some(shard) => {
+            let (t0, lag) = wait_for(shard.start_at).await;
+            let mut clock = shard.clock.clone();
+            clock.start_lag_ms = round_us(lag.as_secs_f64() * 1e3);
+            (t0, Some(clock))
+        }
+        None => (Instant::now(), None),
+    };
     let started_at = journal::rfc3339_utc(SystemTime::now());
-    let t0 = Instant::now();
+    let part = options.shard.as_ref().map(|s| s.part);
     let measure_from = t0 + run.warmup;
     let measure_from_ms = run.warmup.as_secs_f64() * 1e3;
     let _ = journal_tx.send(WriterMsg::Line(JournalLine::Run(RunHeader {
@@ -491,6 +540,8 @@ pub(crate) async fn run(
         telemetry_off: options.telemetry_off.clone(),
         clock: None,
         context_window: options.context_window.clone(),
+        shard: shard_clock,
+        shards: Vec::new(),
     })));
 
     let user_cancel = options.cancel.clone();
@@ -550,18 +601,22 @@ pub(crate) async fn run(
     let mut closed_limit_reached = false;
     let arrivals_ms = match (concurrency, arrivals) {
         (Some(concurrency), _) => {
+            let slots_here = part.map_or(concurrency, |p| shard::slots(concurrency, p));
             let state = Arc::new(ClosedState {
                 next_index: AtomicU64::new(0),
+                part,
                 measured_calls: AtomicU64::new(0),
                 planned_end,
                 request_limit: match run.stop {
-                    StopRule::Requests(n) => Some(n),
+                    StopRule::Requests(n) => {
+                        Some(part.map_or(n, |p| shard::request_share(n, concurrency, p)))
+                    }
                     StopRule::Duration(_) | StopRule::TraceEnd => None,
                 },
                 limit_reached: std::sync::atomic::AtomicBool::new(false),
             });
             let mut slots = JoinSet::new();
-            for _ in 0..concurrency {
+            for _ in 0..slots_here {
                 slots.spawn(closed_slot(Arc::clone(&ctx), Arc::clone(&state)));
             }
             while let Some(result) = slots.join_next().await {
@@ -572,7 +627,7 @@ pub(crate) async fn run(
         }
         (None, Some(arrivals)) => {
             let (arrivals_ms, exhausted) =
-                dispatch_open(&ctx, arrivals, run.warmup, run.stop).await;
+                dispatch_open(&ctx, arrivals, (run.warmup, run.stop), part).await;
             schedule_exhausted = exhausted;
             Some(arrivals_ms)
         }

@@ -204,6 +204,8 @@ pub fn simulate(
         telemetry_off,
         clock: Some(target.clock()),
         context_window: target.context_window.clone(),
+        shard: None,
+        shards: Vec::new(),
     }));
     let mut sim = Sim::new(target, run, source, concurrency.is_some(), sink);
     let outcome = sim.run(concurrency, arrivals, cancelled);

@@ -19,6 +19,7 @@
 pub mod context;
 mod estimate;
 pub mod extension;
+pub mod shard;
 mod table;
 
 pub use estimate::{

@@ -60,6 +60,8 @@ pub struct ConditionsView {
     pub telemetry_off: Option<String>,
     /// Which clock measured the runs, when not the wall clock.
     pub clock: Option<String>,
+    pub load_generator: Option<String>,
+    pub load_generator_warning: Option<String>,
     /// `"8192 tokens (sim preset ...)"`; `None`: unknown.
     pub context_window: Option<String>,
     /// How the workload compares with it, when it can exceed it.
@@ -996,6 +998,8 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         prefix_cache_reset: info.prefix_cache_reset.clone(),
         telemetry_off: info.telemetry_off.clone(),
         clock: info.clock.clone(),
+        load_generator: info.load_generator.clone(),
+        load_generator_warning: info.load_generator_warning.clone(),
         context_window: info
             .context_window
             .as_ref()

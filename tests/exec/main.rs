@@ -165,6 +165,7 @@ fn quiet() -> RunOptions {
         telemetry_off: None,
         discard_records: false,
         context_window: None,
+        shard: None,
     }
 }
 
@@ -749,6 +750,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         telemetry_off: None,
         discard_records: false,
         context_window: None,
+        shard: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

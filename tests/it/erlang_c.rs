@@ -175,6 +175,8 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
             telemetry_off: None,
             clock: None,
             context_window: None,
+            shard: None,
+            shards: Vec::new(),
         }),
         requests,
         tasks: vec![],

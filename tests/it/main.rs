@@ -14,6 +14,7 @@ mod examples;
 mod mix;
 mod profile;
 mod report;
+mod shards;
 mod sim;
 mod support;
 mod telemetry;

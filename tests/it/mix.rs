@@ -189,6 +189,8 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
             telemetry_off: None,
             clock: None,
             context_window: None,
+            shard: None,
+            shards: Vec::new(),
         }),
         requests,
         tasks: vec![],

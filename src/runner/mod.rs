@@ -28,6 +28,8 @@ use crate::sim;
 use crate::workload::classes::ClassStream;
 use crate::workload::prompt::TokenIdRange;
 
+mod shards;
+
 /// What `capcard run` was asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
@@ -44,6 +46,27 @@ pub struct RunRequest {
     /// `--virtual`: every `sim` target runs on the engine's own clock
     /// (endpoint targets are refused).
     pub virtual_time: bool,
+    /// Run as one of several processes (see [`crate::shard`]).
+    pub shard: Option<ShardMode>,
+}
+
+/// How this process shares the experiment with others.
+#[derive(Debug, Clone)]
+pub enum ShardMode {
+    /// `--shard I/N --start-at T`: this shard's part of every run of a
+    /// timetable from `T`, into a folder of its own (`capcard merge`).
+    Timetable {
+        part: plan::shard::ShardPart,
+        start_at: std::time::SystemTime,
+    },
+    /// `--shard I/N --coordinator URL`: this shard's part of every run the
+    /// coordinator hands out.
+    Worker {
+        part: plan::shard::ShardPart,
+        coordinator: String,
+    },
+    /// `--coordinate N`: plan and judge every run, executed by N shards.
+    Coordinator { count: u32, listen: SocketAddr },
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -73,6 +96,20 @@ pub enum RunError {
     #[error("run {run_id} could not be carried out: {message}")]
     #[diagnostic(code(capcard::exec))]
     Exec { run_id: String, message: String },
+    #[error("run {run_id}: {message}")]
+    #[diagnostic(
+        code(capcard::shards),
+        help(
+            "what the shards measured is in {}: the run is kept without a footer, so the card \
+             marks it incomplete; continue with `--resume {}` once every shard is up again",
+            dir.display(), dir.display()
+        )
+    )]
+    Shards {
+        run_id: String,
+        message: String,
+        dir: PathBuf,
+    },
     #[error("interrupted: what was measured is in {}", dir.display())]
     #[diagnostic(
         code(capcard::interrupted),
@@ -148,16 +185,20 @@ pub async fn run(
     let (source, experiment) = load_source(&request.experiment_path)?;
     let full_plan = plan::build(&experiment);
     let selected = select(&full_plan, &experiment, request)?;
+    if let Some(mode) = &request.shard {
+        shards::check_mode(mode, &experiment, &selected, request)?;
+        if let ShardMode::Worker { part, coordinator } = mode {
+            let inputs = (source.as_str(), &experiment, &full_plan, &selected);
+            return shards::serve_shard(request, *part, coordinator, inputs, &cancel, log).await;
+        }
+    }
 
     let (folder, resuming) = match &request.resume {
         Some(dir) => (ResultsFolder::new(dir), true),
         None => (
-            ResultsFolder::new(
-                request
-                    .out
-                    .clone()
-                    .unwrap_or_else(|| default_out_dir(&experiment)),
-            ),
+            ResultsFolder::new(request.out.clone().unwrap_or_else(|| {
+                shards::default_out_dir(default_out_dir(&experiment), request.shard.as_ref())
+            })),
             false,
         ),
     };
@@ -226,6 +267,15 @@ pub async fn run(
         );
         live.insert(target.name.clone(), prepared);
     }
+    if let Some(ShardMode::Timetable { part, .. }) = &request.shard
+        && part.index != 0
+    {
+        // Every shard would scrape and reset the same server: shard 0 does.
+        for target in live.values_mut() {
+            target.metrics_url = None;
+            target.cache_reset = None;
+        }
+    }
 
     // Only now, with every target answering, does the folder get written:
     // a failed start leaves nothing behind to trip over the next attempt.
@@ -239,21 +289,86 @@ pub async fn run(
         log,
         "content nonce: {content_nonce} (reproduce this request stream with --nonce {content_nonce})"
     );
-    let outcome = drive(
-        &experiment,
-        &full_plan,
-        &selected,
-        &folder,
-        &live,
-        Invocation {
-            resuming,
-            content_nonce,
-        },
-        request,
-        &cancel,
-        log,
-    )
-    .await;
+    let invocation = Invocation {
+        resuming,
+        content_nonce,
+        coordinator: None,
+    };
+    let outcome = match &request.shard {
+        Some(ShardMode::Timetable { part, start_at }) => {
+            let timetable = (*part, *start_at);
+            let outcome = shards::drive_timetable(
+                &experiment,
+                &selected,
+                (&folder, &live),
+                timetable,
+                invocation,
+                (request, &cancel),
+                log,
+            )
+            .await;
+            for (_, target) in live {
+                if let Some(server) = target.sim {
+                    server.shutdown().await;
+                }
+            }
+            return shards::timetable_outcome(outcome, &folder, *part, &cancel, log);
+        }
+        Some(ShardMode::Coordinator { count, listen }) => {
+            let coordinator = shards::start_coordinator(
+                (*count, *listen),
+                &source,
+                content_nonce,
+                &folder,
+                &cancel,
+                log,
+            )
+            .await?;
+            let outcome = match &coordinator {
+                Some(coordinator) => {
+                    drive(
+                        &experiment,
+                        &full_plan,
+                        &selected,
+                        &folder,
+                        &live,
+                        Invocation {
+                            coordinator: Some(coordinator),
+                            ..invocation
+                        },
+                        request,
+                        &cancel,
+                        log,
+                    )
+                    .await
+                }
+                None => Ok(()),
+            };
+            if let Some(coordinator) = coordinator {
+                let status = if outcome.is_err() || cancel.is_cancelled() {
+                    "interrupted"
+                } else {
+                    "complete"
+                };
+                coordinator.finish(status).await;
+            }
+            outcome
+        }
+        Some(ShardMode::Worker { .. }) | None => {
+            drive(
+                &experiment,
+                &full_plan,
+                &selected,
+                &folder,
+                &live,
+                invocation,
+                request,
+                &cancel,
+                log,
+            )
+            .await
+        }
+    };
 
     for (_, target) in live {
         if let Some(server) = target.sim {
@@ -296,7 +411,7 @@ async fn drive(
     selected: &Plan,
     folder: &ResultsFolder,
     live: &BTreeMap<String, LiveTarget>,
-    invocation: Invocation,
+    invocation: Invocation<'_>,
     request: &RunRequest,
     cancel: &CancellationToken,
     log: &mut (dyn Write + Send),
@@ -310,6 +425,7 @@ async fn drive(
         // Summaries stream the journals from disk: memory stays flat.
         discard_records: true,
         context_window: None,
+        shard: None,
     };
     for card in &selected.cards {
         let Some(target) = live.get(&card.target) else {
@@ -489,7 +605,7 @@ async fn execute(
     target: &LiveTarget,
     workload: Sends<'_>,
     run: &RunPlan,
-    invocation: Invocation,
+    invocation: Invocation<'_>,
     options: &RunOptions,
     log: &mut (dyn Write + Send),
 ) -> Result<Journal, RunError> {
@@ -506,22 +622,17 @@ async fn execute(
         }
     }
     let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
+    if let Some(coordinator) = invocation.coordinator {
+        return shards::execute_sharded(coordinator, folder, target, run, options, log).await;
+    }
     // The scraper's clock starts a moment before the run's own t0; at a 1 s
     // scrape interval the offset (well under a millisecond) does not matter.
-    let scraper = target.metrics_url.as_ref().and_then(|url| {
-        let path = folder.telemetry(&run.id);
-        let dir = path.parent()?;
-        std::fs::create_dir_all(dir).ok()?;
-        // A re-run (longer, or resumed) replaces the run's journal, so its
-        // telemetry starts afresh too: the scraper appends.
-        let _ = std::fs::remove_file(&path);
-        Some(exec::telemetry::Scraper::start(
-            url.clone(),
-            SCRAPE_INTERVAL,
-            path,
-            target.scrape_client.clone(),
-        ))
-    });
+    // A shard's run starts at its agreed instant: the scraper counts from it.
+    let t0 = options
+        .shard
+        .as_ref()
+        .map(|s| shards::instant_of(s.start_at));
+    let scraper = start_scraper(folder, target, &run.id, t0);
     let inputs = run_inputs(
         &target.endpoint,
         (target.token_ids, target.words.clone()),
@@ -564,6 +675,30 @@ async fn execute(
         run_id: run.id.clone(),
         message: e.to_string(),
     })
+}
+
+/// Scrape the target's telemetry into the run's file from `t0` (default:
+/// now), if it has a metrics URL.
+fn start_scraper(
+    folder: &ResultsFolder,
+    target: &LiveTarget,
+    run_id: &str,
+    t0: Option<tokio::time::Instant>,
+) -> Option<exec::telemetry::Scraper> {
+    let url = target.metrics_url.as_ref()?;
+    let path = folder.telemetry(run_id);
+    let dir = path.parent()?;
+    std::fs::create_dir_all(dir).ok()?;
+    // A re-run (longer, or resumed) replaces the run's journal, so its
+    // telemetry starts afresh too: the scraper appends.
+    let _ = std::fs::remove_file(&path);
+    Some(exec::telemetry::Scraper::start_at(
+        url.clone(),
+        SCRAPE_INTERVAL,
+        path,
+        target.scrape_client.clone(),
+        t0.unwrap_or_else(tokio::time::Instant::now).into_std(),
+    ))
 }
 
 /// What run `run` sends and when: the workload's seeded tasks (with its
@@ -719,11 +854,13 @@ fn summarize(
 }
 
 /// What holds for every run of one `capcard run`.
-#[derive(Debug, Clone, Copy)]
-struct Invocation {
+#[derive(Clone, Copy)]
+struct Invocation<'a> {
     /// Finished runs of the folder are kept.
     resuming: bool,
     content_nonce: u64,
+    /// `--coordinate N`: runs are executed by the shards.
+    coordinator: Option<&'a crate::shard::coordinator::Coordinator>,
 }
 
 /// A nonce no earlier invocation is likely to have used: the clock and the
@@ -847,7 +984,7 @@ type ExtensionContext<'a> = (
     &'a ResultsFolder,
     &'a LiveTarget,
     Sends<'a>,
-    Invocation,
+    Invocation<'a>,
     &'a RunOptions,
 );
 

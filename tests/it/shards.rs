@@ -1,0 +1,382 @@
+//! Sharded runs through the real binary: N shard processes on this machine
+//! against one simulated server, merged, give the card one process gives.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, Stdio};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use capcard::analyze::{CapacityReport, Card};
+use capcard::config::SimFaults;
+
+fn capcard() -> Command {
+    Command::cargo_bin("capcard").expect("binary built")
+}
+
+fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("capcard")
+}
+
+/// One endpoint target (the simulator served once, on loopback), a short
+/// sweep, an open grid (for a timetable) or a search (for a coordinator).
+fn experiment(base_url: &str, open: &str) -> String {
+    format!(
+        r#"
+experiment "sharded" {{
+    seed 23
+}}
+target "served" {{
+    endpoint "{base_url}"
+    api chat
+    timeout "3s"
+}}
+workload "chat" {{
+    input-tokens lognormal median=96 sigma=0.4 min=16 max=512
+    output-tokens normal mean=48 stddev=8 min=8 max=96
+}}
+slo "interactive" {{
+    ttft p50="400ms" p90="1s"
+    e2e p90="3s"
+    error-rate max="10%"
+}}
+closed {{
+    concurrency 1 4 16 64
+    duration "2s"
+    warmup "300ms"
+}}
+open {{
+    arrival poisson
+    {open}
+    duration "3s"
+    warmup "300ms"
+}}
+"#
+    )
+}
+
+fn read_report(dir: &Path) -> CapacityReport {
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+    capcard::report::parse_results_json(&text).expect("results.json parses")
+}
+
+fn run_ok(args: &[&str], file: &Path, out: &Path) {
+    let output = capcard()
+        .args(["run", "--quiet"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "capcard run {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn spawn(args: &[&str], file: &Path, out: &Path) -> Child {
+    Process::new(binary())
+        .args(["run", "--quiet"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("capcard starts")
+}
+
+fn wait_ok(child: Child, what: &str) -> String {
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{what} failed:\n{stderr}");
+    stderr
+}
+
+/// Scheduled instants of the first call of every task in a journal.
+fn arrivals(journal: &Path) -> Vec<(u64, f64)> {
+    let journal = capcard::exec::read_journal(journal).unwrap();
+    let mut out: Vec<(u64, f64)> = journal
+        .requests
+        .iter()
+        .filter(|r| r.call == 0)
+        .map(|r| (r.task, r.scheduled_ms))
+        .collect();
+    out.sort_by_key(|a| a.0);
+    out
+}
+
+fn closed_figures(card: &Card) -> (Option<u32>, Option<[u32; 2]>) {
+    (
+        card.crossp.as_ref().map(|c| c.concurrency),
+        card.cr_closed.as_ref().map(|c| c.range),
+    )
+}
+
+/// A server for the test: the tiny simulated engine on an ephemeral port,
+/// on a runtime of its own that lives as long as the returned guard.
+fn serve() -> (tokio::runtime::Runtime, String) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(crate::support::tiny_sim(SimFaults::default()));
+    let url = format!("http://{}/v1", server.addr);
+    // The server runs until the runtime is dropped.
+    std::mem::forget(server);
+    (runtime, url)
+}
+
+#[test]
+fn timetable_shards_merge_into_the_one_process_card() {
+    let (_server, url) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("sharded.kdl");
+    std::fs::write(&file, experiment(&url, "rates 20 60")).unwrap();
+
+    let one = tmp.path().join("one");
+    // The same request stream on both sides: one nonce.
+    run_ok(&["--nonce", "9"], &file, &one);
+
+    let start_at =
+        capcard::exec::journal::rfc3339_utc(std::time::SystemTime::now() + Duration::from_secs(2));
+    let shards: Vec<(Child, PathBuf)> = (0..2)
+        .map(|i| {
+            let out = tmp.path().join(format!("shard{i}"));
+            let part = format!("{i}/2");
+            let child = spawn(
+                &["--nonce", "9", "--shard", &part, "--start-at", &start_at],
+                &file,
+                &out,
+            );
+            (child, out)
+        })
+        .collect();
+    let dirs: Vec<PathBuf> = shards
+        .into_iter()
+        .map(|(child, out)| {
+            wait_ok(child, "shard");
+            out
+        })
+        .collect();
+
+    // A shard's folder alone is no card.
+    let alone = capcard().arg("report").arg(&dirs[0]).output().unwrap();
+    assert_eq!(alone.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("capcard merge"));
+
+    let merged = tmp.path().join("merged");
+    let output = capcard()
+        .arg("merge")
+        .args(&dirs)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // The open runs: the merged schedule is the one-process schedule,
+    // arrival for arrival, so the declared process (Poisson, CV 1) holds.
+    for run in ["served--chat--r20.000", "served--chat--r60.000"] {
+        let journal = format!("runs/{run}.jsonl");
+        let (a, b) = (
+            arrivals(&one.join(&journal)),
+            arrivals(&merged.join(&journal)),
+        );
+        assert_eq!(a.len(), b.len(), "{run}: no arrival lost or doubled");
+        for ((ta, sa), (tb, sb)) in a.iter().zip(&b) {
+            assert_eq!(ta, tb);
+            assert!((sa - sb).abs() < 0.002, "{run} task {ta}: {sa} vs {sb}");
+        }
+    }
+    let times: Vec<f64> = arrivals(&merged.join("runs/served--chat--r60.000.jsonl"))
+        .iter()
+        .map(|a| a.1)
+        .collect();
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let sd =
+        (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (gaps.len() - 1) as f64).sqrt();
+    assert!(
+        ((sd / mean) - 1.0).abs() < 0.05,
+        "merged inter-arrival CV {} against the declared 1",
+        sd / mean
+    );
+
+    let (one_report, merged_report) = (read_report(&one), read_report(&merged));
+    let (a, b) = (&one_report.cards[0], &merged_report.cards[0]);
+    assert_eq!(merged_report.status, "complete");
+    assert_eq!(closed_figures(a), closed_figures(b));
+    assert!(a.crossp.is_some() && a.cr_closed.is_some());
+    assert_eq!(
+        a.cr_open[0].rps, b.cr_open[0].rps,
+        "the same grid judged the same"
+    );
+    for (x, y) in a.closed.iter().zip(&b.closed) {
+        assert!(
+            x.requests.abs_diff(y.requests) * 10 <= x.requests.max(1),
+            "c={:?}: {} vs {} requests",
+            x.concurrency,
+            x.requests,
+            y.requests
+        );
+    }
+    let card = std::fs::read_to_string(merged.join("served--chat.md")).unwrap();
+    assert!(
+        card.contains("2 processes (shards) sent the load together, started by a timetable"),
+        "{card}"
+    );
+    // The merge refuses what is not one sharded run.
+    let again = capcard()
+        .arg("merge")
+        .arg(&dirs[0])
+        .arg(&dirs[0])
+        .arg("--out")
+        .arg(tmp.path().join("twice"))
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("two journals of shard 0/2"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+fn coordinated_shards_search_cr_open_together() {
+    let (_server, url) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("sharded.kdl");
+    std::fs::write(
+        &file,
+        experiment(&url, r#"search min=1 max=400 precision="25%""#),
+    )
+    .unwrap();
+    let one = tmp.path().join("one");
+    run_ok(&["--nonce", "9"], &file, &one);
+
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let merged = tmp.path().join("merged");
+    let coordinator = spawn(
+        &["--nonce", "9", "--coordinate", "2", "--listen", &listen],
+        &file,
+        &merged,
+    );
+    let coordinator_url = format!("http://{listen}");
+    let shards: Vec<Child> = (0..2)
+        .map(|i| {
+            let part = format!("{i}/2");
+            spawn(
+                &["--shard", &part, "--coordinator", &coordinator_url],
+                &file,
+                &tmp.path().join(format!("shard{i}")),
+            )
+        })
+        .collect();
+    let log = wait_ok(coordinator, "coordinator");
+    for shard in shards {
+        wait_ok(shard, "shard");
+    }
+    assert!(log.contains("shard 1/2 joined"), "{log}");
+
+    let (one_report, merged_report) = (read_report(&one), read_report(&merged));
+    let (a, b) = (&one_report.cards[0], &merged_report.cards[0]);
+    assert_eq!(merged_report.status, "complete");
+    assert_eq!(closed_figures(a), closed_figures(b), "CrossP and Cr_closed");
+    let (ra, rb) = (
+        a.cr_open[0].rps.expect("one process finds Cr_open"),
+        b.cr_open[0].rps.expect("the shards find Cr_open"),
+    );
+    assert!(
+        (ra / rb).max(rb / ra) <= 1.25 + 1e-9,
+        "Cr_open {ra} vs {rb}: within the search's precision"
+    );
+    // Every shard's journal of every run is kept beside the merged one.
+    let merged_runs = std::fs::read_dir(merged.join("runs")).unwrap().count();
+    for i in 0..2 {
+        let kept = std::fs::read_dir(merged.join(format!("shards/{i}")))
+            .unwrap()
+            .count();
+        assert_eq!(kept, merged_runs, "shard {i}");
+    }
+    let card = std::fs::read_to_string(merged.join("served--chat.md")).unwrap();
+    assert!(
+        card.contains("started by the coordinator http://127.0.0.1"),
+        "{card}"
+    );
+}
+
+#[test]
+fn shard_flags_are_checked_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("sharded.kdl");
+    std::fs::write(
+        &file,
+        experiment(
+            "http://127.0.0.1:9/v1",
+            r#"search min=1 max=400 precision="25%""#,
+        ),
+    )
+    .unwrap();
+    let future = capcard::exec::journal::rfc3339_utc(
+        std::time::SystemTime::now() + Duration::from_secs(3600),
+    );
+    let cases: [(&[&str], &str); 5] = [
+        (&["--shard", "2/2", "--start-at", &future], "does not exist"),
+        (&["--shard", "0/2"], "needs --start-at"),
+        (&["--shard", "0/2", "--start-at", "yesterday"], "RFC 3339"),
+        (
+            &["--shard", "0/2", "--start-at", "2020-01-01T00:00:00Z"],
+            "has passed",
+        ),
+        (
+            &["--shard", "0/2", "--start-at", &future],
+            "searches for Cr_open",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = capcard()
+            .arg("run")
+            .args(args)
+            .arg("--out")
+            .arg(tmp.path().join("never"))
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !tmp.path().join("never").exists(),
+            "{args:?}: nothing written"
+        );
+    }
+    // A sim target is one server per process: refused.
+    let sim = tmp.path().join("sim.kdl");
+    std::fs::write(
+        &sim,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace(r#"endpoint "http://127.0.0.1:9/v1""#, "sim tiny"),
+    )
+    .unwrap();
+    let output = capcard()
+        .args(["run", "--coordinate", "2", "--listen", "127.0.0.1:0"])
+        .arg(&sim)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("capcard sim --listen"));
+}
