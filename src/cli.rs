@@ -214,6 +214,57 @@ pub enum Command {
         #[arg(long, default_value = "round-robin", value_name = "POLICY", value_parser = parse_router)]
         router: crate::config::SimRouter,
     },
+    /// Write the Kubernetes objects that run an experiment sharded over
+    /// pods, as YAML for `kubectl apply -f`.
+    ///
+    /// A ConfigMap with the experiment file, a volume for the results, and
+    /// two Jobs: a coordinator that decides every run and writes the merged
+    /// results folder and card on the volume, and N shards that all run at
+    /// once, reaching it through a Service. The experiment is validated first.
+    K8s {
+        /// Experiment file (.kdl); it may name data files only by absolute
+        /// path, as they must be in the image.
+        file: PathBuf,
+        /// Shard pods, all running at once (at most Kubernetes' 100000
+        /// completions of an Indexed Job).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        shards: u32,
+        /// Container image with `capcard` on its PATH (see the Dockerfile).
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        image: String,
+        /// Namespace of every object.
+        #[arg(long, default_value = crate::k8s::DEFAULT_NAMESPACE, value_parser = parse_namespace)]
+        namespace: String,
+        /// Prefix of the objects' names (default: the experiment's name,
+        /// made a DNS label of at most 40 characters).
+        #[arg(long, value_parser = parse_k8s_name)]
+        name: Option<String>,
+        /// Size of the results volume (a Kubernetes quantity).
+        #[arg(long, default_value = crate::k8s::DEFAULT_STORAGE, value_parser = parse_quantity)]
+        storage: String,
+        /// CPU request of each shard (a Kubernetes quantity: 2, 1500m); the
+        /// load generator is sized for one process on 2 cores.
+        #[arg(long, default_value = crate::k8s::DEFAULT_CPU, value_parser = parse_quantity)]
+        cpu: String,
+        /// Write the YAML to this file instead of stdout.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// `--name` of `capcard k8s`: a DNS label that leaves room for suffixes.
+fn parse_k8s_name(text: &str) -> Result<String, String> {
+    crate::k8s::check_name(text).map(|()| text.to_string())
+}
+
+/// `--namespace`: a DNS label.
+fn parse_namespace(text: &str) -> Result<String, String> {
+    crate::k8s::check_namespace(text).map(|()| text.to_string())
+}
+
+/// `--storage`, `--cpu`: a Kubernetes quantity.
+fn parse_quantity(text: &str) -> Result<String, String> {
+    crate::k8s::check_quantity(text).map(|()| text.to_string())
 }
 
 /// `--shard I/N`.

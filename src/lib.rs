@@ -5,7 +5,9 @@
 //! [`exec`] (journals of [`exec::record::RequestRecord`]) → [`analyze`]
 //! ([`analyze::CapacityReport`]) → [`report`] (results.json, cards, charts);
 //! [`sim`] is the built-in engine used as a target. [`runner`] drives the
-//! stages for `capcard run`, [`folder`] owns the results folder on disk.
+//! stages for `capcard run`, [`folder`] owns the results folder on disk;
+//! [`k8s`] writes the Kubernetes objects that run an experiment sharded
+//! over pods.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +24,7 @@ pub mod config;
 pub mod diff;
 pub mod exec;
 pub mod folder;
+pub mod k8s;
 pub mod plan;
 pub mod profile;
 pub mod report;

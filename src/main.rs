@@ -10,7 +10,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use capcard::cli::{Cli, Command, OnlyMode};
-use capcard::{config, folder, plan, runner, sim};
+use capcard::{config, folder, k8s, plan, runner, sim};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -151,6 +151,27 @@ fn main() -> ExitCode {
                 max_num_seqs,
                 card,
                 max_evaluations,
+            },
+            out.as_deref(),
+        ),
+        Command::K8s {
+            file,
+            shards,
+            image,
+            namespace,
+            name,
+            storage,
+            cpu,
+            out,
+        } => k8s_cmd(
+            &file,
+            &k8s::K8sOptions {
+                shards,
+                image,
+                namespace,
+                name,
+                storage,
+                cpu,
             },
             out.as_deref(),
         ),
@@ -326,6 +347,40 @@ fn check(files: &[std::path::PathBuf]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `capcard k8s`: the experiment validated as by `capcard check`, then its
+/// manifests on stdout or in `--out`.
+fn k8s_cmd(
+    file: &std::path::Path,
+    options: &k8s::K8sOptions,
+    out: Option<&std::path::Path>,
+) -> ExitCode {
+    if let Err(e) = config::load(file) {
+        return fail(e, 1);
+    }
+    let source = match std::fs::read_to_string(file) {
+        Ok(source) => source,
+        Err(source) => {
+            let path = file.to_path_buf();
+            return fail(config::ConfigError::Read { path, source }, 1);
+        }
+    };
+    let yaml = match k8s::for_experiment(&source, file, options).and_then(|m| k8s::to_yaml(&m)) {
+        Ok(yaml) => yaml,
+        Err(e) => return fail(e, 1),
+    };
+    match out {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &yaml) {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+            println!("{}", path.display());
+        }
+        None => print!("{yaml}"),
+    }
+    ExitCode::SUCCESS
 }
 
 fn plan_cmd(file: &std::path::Path, json: bool) -> ExitCode {

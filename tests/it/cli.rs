@@ -238,3 +238,48 @@ fn sim_rejects_bad_fault_flags() {
         .code(1)
         .stderr(predicate::str::contains("tiny"));
 }
+
+#[test]
+fn k8s_writes_five_objects_and_refuses_an_invalid_experiment() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service};
+    use serde::Deserialize;
+
+    let out = capcard()
+        .args(["k8s", "experiments/quickstart.kdl", "--shards", "3"])
+        .args(["--image", "ghcr.io/example/capcard:0.1"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let yaml = String::from_utf8(out).expect("UTF-8");
+    let mut documents = serde_yaml_ng::Deserializer::from_str(&yaml);
+    let mut next = || documents.next().expect("five documents");
+    let config_map = ConfigMap::deserialize(next()).expect("a ConfigMap");
+    PersistentVolumeClaim::deserialize(next()).expect("a PVC");
+    Service::deserialize(next()).expect("a Service");
+    Job::deserialize(next()).expect("the coordinator's Job");
+    let shards = Job::deserialize(next()).expect("the shards' Job");
+    assert!(documents.next().is_none(), "exactly five objects");
+    let source = std::fs::read_to_string("experiments/quickstart.kdl").unwrap();
+    assert_eq!(config_map.data.unwrap()["experiment.kdl"], source);
+    let spec = shards.spec.unwrap();
+    assert_eq!((spec.completions, spec.parallelism), (Some(3), Some(3)));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.kdl");
+    std::fs::write(
+        &bad,
+        "target \"t\" { sim tiny }\nclosed { concurency 1 2 }\n",
+    )
+    .unwrap();
+    capcard()
+        .arg("k8s")
+        .arg(&bad)
+        .args(["--shards", "3", "--image", "capcard"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("concurency"));
+}
