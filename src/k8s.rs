@@ -121,6 +121,18 @@ pub enum K8sError {
         )
     )]
     DataFiles { files: Vec<PathBuf> },
+    #[error(
+        "target `{target}` is a `sim`, started inside each pod: the shards would load as many \
+         separate simulators, not one server"
+    )]
+    #[diagnostic(
+        code(capcard::k8s::sim_target),
+        help(
+            "serve the engine once (a Deployment running `capcard sim --listen 0.0.0.0:8000`, or \
+             the real server) and point an `endpoint` target at its Service"
+        )
+    )]
+    SimTarget { target: String },
     #[error("cannot write the manifests as YAML: {0}")]
     #[diagnostic(code(capcard::k8s::yaml))]
     Yaml(#[from] serde_yaml_ng::Error),
@@ -142,6 +154,15 @@ pub fn for_experiment(
         .collect();
     if !files.is_empty() {
         return Err(K8sError::DataFiles { files });
+    }
+    if let Some(sim) = experiment
+        .targets
+        .iter()
+        .find(|t| matches!(t.kind, config::TargetKind::Sim { .. }))
+    {
+        return Err(K8sError::SimTarget {
+            target: sim.name.clone(),
+        });
     }
     Ok(manifests(source, &experiment.name, options))
 }

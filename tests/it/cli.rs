@@ -245,8 +245,33 @@ fn k8s_writes_five_objects_and_refuses_an_invalid_experiment() {
     use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service};
     use serde::Deserialize;
 
+    // The quickstart against a served engine: a `sim` target would be one
+    // simulator per pod, and is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served.kdl");
+    let source = std::fs::read_to_string("experiments/quickstart.kdl")
+        .unwrap()
+        .replace(
+            "    sim tiny ",
+            "    endpoint \"http://vllm.bench.svc:8000/v1\" ",
+        );
+    std::fs::write(&served, &source).unwrap();
+    capcard()
+        .args([
+            "k8s",
+            "experiments/quickstart.kdl",
+            "--shards",
+            "3",
+            "--image",
+            "c",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("target `tiny` is a `sim`"));
     let out = capcard()
-        .args(["k8s", "experiments/quickstart.kdl", "--shards", "3"])
+        .arg("k8s")
+        .arg(&served)
+        .args(["--shards", "3"])
         .args(["--image", "ghcr.io/example/capcard:0.1"])
         .assert()
         .success()
@@ -262,12 +287,10 @@ fn k8s_writes_five_objects_and_refuses_an_invalid_experiment() {
     Job::deserialize(next()).expect("the coordinator's Job");
     let shards = Job::deserialize(next()).expect("the shards' Job");
     assert!(documents.next().is_none(), "exactly five objects");
-    let source = std::fs::read_to_string("experiments/quickstart.kdl").unwrap();
     assert_eq!(config_map.data.unwrap()["experiment.kdl"], source);
     let spec = shards.spec.unwrap();
     assert_eq!((spec.completions, spec.parallelism), (Some(3), Some(3)));
 
-    let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.kdl");
     std::fs::write(
         &bad,
