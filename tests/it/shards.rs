@@ -17,7 +17,9 @@ fn binary() -> PathBuf {
     assert_cmd::cargo::cargo_bin("capcard")
 }
 
-/// One endpoint target (the simulator served once, on loopback), a short
+/// One endpoint target (the simulator served once, on loopback), a sweep
+/// whose knee and CrossP are clear of noise on `tiny` (its batch of 32 lies
+/// between 8 and 64), a short
 /// sweep, an open grid (for a timetable) or a search (for a coordinator).
 fn experiment(base_url: &str, open: &str) -> String {
     format!(
@@ -28,7 +30,7 @@ experiment "sharded" {{
 target "served" {{
     endpoint "{base_url}"
     api chat
-    timeout "3s"
+    timeout "5s"
 }}
 workload "chat" {{
     input-tokens lognormal median=96 sigma=0.4 min=16 max=512
@@ -40,7 +42,7 @@ slo "interactive" {{
     error-rate max="10%"
 }}
 closed {{
-    concurrency 1 4 16 64
+    concurrency 1 8 64
     duration "2s"
     warmup "300ms"
 }}
@@ -257,7 +259,7 @@ fn coordinated_shards_search_cr_open_together() {
     let file = tmp.path().join("sharded.kdl");
     std::fs::write(
         &file,
-        experiment(&url, r#"search min=1 max=400 precision="25%""#),
+        experiment(&url, r#"search min=1 max=45 precision="25%""#),
     )
     .unwrap();
     let one = tmp.path().join("one");
@@ -326,7 +328,7 @@ fn shard_flags_are_checked_before_anything_runs() {
         &file,
         experiment(
             "http://127.0.0.1:9/v1",
-            r#"search min=1 max=400 precision="25%""#,
+            r#"search min=1 max=45 precision="25%""#,
         ),
     )
     .unwrap();
@@ -379,4 +381,75 @@ fn shard_flags_are_checked_before_anything_runs() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("capcard sim --listen"));
+}
+
+/// A shard that dies mid-experiment: the coordinator gives it up after its
+/// silence, keeps the run without a footer, and stops (exit 2), never
+/// carrying on with half the load.
+#[test]
+fn a_lost_shard_stops_the_coordinator_with_the_run_incomplete() {
+    let (_server, url) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("sharded.kdl");
+    std::fs::write(&file, experiment(&url, "rates 20")).unwrap();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let merged = tmp.path().join("merged");
+    let coordinator = spawn(
+        &["--only", "closed", "--coordinate", "2", "--listen", &listen],
+        &file,
+        &merged,
+    );
+    let coordinator_url = format!("http://{listen}");
+    let shard = |i: u32| {
+        spawn(
+            &[
+                "--only",
+                "closed",
+                "--shard",
+                &format!("{i}/2"),
+                "--coordinator",
+                &coordinator_url,
+            ],
+            &file,
+            &tmp.path().join(format!("shard{i}")),
+        )
+    };
+    let survivor = shard(0);
+    let mut doomed = shard(1);
+    // Killed once its journal of c=8 exists (it is created when the run is
+    // handed out, before it starts): shard 1 never sends it.
+    let first = tmp.path().join("shard1/runs/served--chat--c0008.jsonl");
+    let waited = std::time::Instant::now();
+    while !first.is_file() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "shard 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    doomed.kill().unwrap();
+    let _ = doomed.wait();
+
+    let output = coordinator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{log}");
+    assert!(log.contains("shard(s) 1 went silent"), "{log}");
+    let survivor = survivor.wait_with_output().unwrap();
+    assert_eq!(
+        survivor.status.code(),
+        Some(2),
+        "the shard hears the experiment ended short"
+    );
+    let journal =
+        capcard::exec::read_journal(&merged.join("runs/served--chat--c0008.jsonl")).unwrap();
+    assert!(journal.footer.is_none(), "the merged run is incomplete");
+    assert!(
+        !journal.requests.is_empty(),
+        "what shard 0 measured is kept"
+    );
+    assert_eq!(read_report(&merged).status, "interrupted");
 }
