@@ -1014,7 +1014,15 @@ mod tests {
     #[test]
     fn experiments_reading_files_beside_them_are_refused() {
         let options = K8sOptions::new(2, "capcard");
-        let dataset = include_str!("../experiments/dataset.kdl");
+        // The shipped files serve `sim tiny` in process, which is refused
+        // (one simulator per pod); as served engines they are not.
+        let served = |text: &str| text.replace("    sim tiny", "    endpoint \"http://e:8000/v1\"");
+        let sim = for_experiment(QUICKSTART, Path::new("q.kdl"), &options).unwrap_err();
+        assert!(
+            matches!(&sim, K8sError::SimTarget { target } if target == "tiny"),
+            "{sim}"
+        );
+        let dataset = &served(include_str!("../experiments/dataset.kdl"));
         let error = for_experiment(dataset, Path::new("experiments/dataset.kdl"), &options)
             .expect_err("its dataset would not be in the pod");
         let K8sError::DataFiles { files } = &error else {
@@ -1025,7 +1033,8 @@ mod tests {
         // An absolute path may be in the image: not refused.
         let absolute = dataset.replace("\"data/support-prompts.jsonl\"", "\"/data/prompts.jsonl\"");
         assert!(for_experiment(&absolute, Path::new("x.kdl"), &options).is_ok());
-        let quickstart = for_experiment(QUICKSTART, Path::new("q.kdl"), &options).unwrap();
-        assert_eq!(quickstart, manifests(QUICKSTART, "quickstart", &options));
+        let quickstart = served(QUICKSTART);
+        let built = for_experiment(&quickstart, Path::new("q.kdl"), &options).unwrap();
+        assert_eq!(built, manifests(&quickstart, "quickstart", &options));
     }
 }
