@@ -101,7 +101,10 @@ fn serve() {
 
 async fn stream_tokens(Path(scenario): Path<String>, body: Bytes) -> Response {
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    let tokens = request["max_tokens"].as_u64().unwrap_or(16);
+    let tokens = request["max_completion_tokens"]
+        .as_u64()
+        .or(request["max_tokens"].as_u64())
+        .unwrap_or(16);
     let hold = scenario == "hold";
     let stream = futures_util::stream::unfold(0u64, move |k| async move {
         let event = if k < tokens {

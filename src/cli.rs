@@ -28,6 +28,11 @@ pub enum Command {
         /// Experiment files (.kdl).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Also start each target's probes and its preflight (one call
+        /// shaped as the runs' calls), and print what the server accepts;
+        /// nothing is measured. Exit 2 when a target refuses.
+        #[arg(long)]
+        probe: bool,
     },
     /// Print the runs an experiment expands into, and an estimate of wall time.
     Plan {

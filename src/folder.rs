@@ -235,6 +235,7 @@ pub fn recompute(
         let mut telemetry_off = None;
         let mut clock = None;
         let mut context_window = None;
+        let mut dialect = None;
         let mut sharded: Vec<(String, Vec<exec::ShardClock>)> = Vec::new();
         let mut closed = Vec::new();
         let mut open = Vec::new();
@@ -261,6 +262,9 @@ pub fn recompute(
             }
             if context_window.is_none() {
                 context_window.clone_from(&header.context_window);
+            }
+            if dialect.is_none() {
+                dialect.clone_from(&header.dialect);
             }
             if !header.shards.is_empty() {
                 sharded.push((header.run.id.clone(), header.shards.clone()));
@@ -356,6 +360,7 @@ pub fn recompute(
         card.target_info.prefix_cache_reset = cache_reset;
         card.target_info.telemetry_off = telemetry_off;
         card.target_info.clock = clock;
+        card.target_info.dialect = dialect;
         let runs: Vec<(&str, &[exec::ShardClock])> = sharded
             .iter()
             .map(|(id, shards)| (id.as_str(), shards.as_slice()))

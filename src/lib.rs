@@ -32,6 +32,7 @@ pub mod runner;
 pub mod shard;
 pub mod sim;
 pub mod stats;
+pub mod time;
 pub mod workload;
 
 /// The version written into results.

@@ -10,7 +10,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use capcard::cli::{Cli, Command, OnlyMode};
-use capcard::{config, folder, k8s, plan, runner, sim};
+use capcard::{config, folder, k8s, plan, report, runner, sim};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -22,7 +22,13 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Check { files } => check(&files),
+        Command::Check { files, probe } => {
+            let checked = check(&files);
+            if !probe || checked != ExitCode::SUCCESS {
+                return checked;
+            }
+            probe_cmd(&files)
+        }
         Command::Plan { file, json } => plan_cmd(&file, json),
         Command::Run {
             file,
@@ -349,6 +355,59 @@ fn check(files: &[std::path::PathBuf]) -> ExitCode {
     }
 }
 
+/// `capcard check --probe`: each file's targets prepared and preflighted as
+/// `capcard run` would, what each accepts printed on stdout.
+fn probe_cmd(files: &[std::path::PathBuf]) -> ExitCode {
+    with_runtime(async move {
+        let mut refused = false;
+        let mut log = std::io::stderr();
+        for file in files {
+            let reports = match runner::probe(file, &mut log).await {
+                Ok(reports) => reports,
+                Err(e) => {
+                    let code = e.exit_code() as u8;
+                    return fail(e, code);
+                }
+            };
+            for report in reports {
+                match report.outcome {
+                    Ok(found) => {
+                        println!(
+                            "target {}: {} (model {})",
+                            report.target, found.base_url, found.model
+                        );
+                        if !found.listed_models.is_empty() {
+                            println!("  models listed: {}", found.listed_models.join(", "));
+                        }
+                        println!(
+                            "  context window: {}",
+                            found.context_window.as_deref().unwrap_or("not reported")
+                        );
+                        println!("  telemetry: {}", found.telemetry);
+                        println!("  prompts: {}", found.prompts);
+                        if let Some(d) = &found.dialect {
+                            println!("  request dialect: {}", report::describe::dialect(d));
+                            for line in &d.settled {
+                                println!("    {line}");
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        refused = true;
+                        println!("target {}: cannot be measured as it is", report.target);
+                        eprintln!("{:?}", miette::Report::new(e));
+                    }
+                }
+            }
+        }
+        if refused {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
 /// `capcard k8s`: the experiment validated as by `capcard check`, then its
 /// manifests on stdout or in `--out`.
 fn k8s_cmd(
@@ -432,9 +491,21 @@ fn run_cmd(request: runner::RunRequest) -> ExitCode {
                 }
                 if !outcome.invalid_runs.is_empty() {
                     eprintln!(
-                        "warning: {} run(s) invalid (most calls failed, see the card's Status): {}",
+                        "warning: {} run(s) invalid (most calls failed, see the card's Status): {}{}",
                         outcome.invalid_runs.len(),
-                        outcome.invalid_runs.join(", ")
+                        outcome.invalid_runs.join(", "),
+                        outcome
+                            .top_failure
+                            .as_ref()
+                            .map(|q| format!("; most frequent: {q}"))
+                            .unwrap_or_default()
+                    );
+                }
+                if !outcome.rate_limited_runs.is_empty() {
+                    eprintln!(
+                        "warning: {} run(s) rate limited: the provider's quota, not the replica, set their figures (see the card's Status): {}",
+                        outcome.rate_limited_runs.len(),
+                        outcome.rate_limited_runs.join(", ")
                     );
                 }
                 ExitCode::from(outcome.exit_code() as u8)

@@ -148,7 +148,7 @@ fn assemble(
         // the steady state a sweep compares: only stable, valid levels decide.
         let valid: Vec<RunSummary> = runs
             .iter()
-            .filter(|s| !s.invalid && s.state == super::RunState::Stable)
+            .filter(|s| s.measures_replica() && s.state == super::RunState::Stable)
             .cloned()
             .collect();
         (
@@ -322,7 +322,7 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
             let mut pool: Vec<&RunSummary> = runs
                 .iter()
                 .copied()
-                .filter(|s| !s.invalid && s.state == super::RunState::Stable)
+                .filter(|s| s.measures_replica() && s.state == super::RunState::Stable)
                 .collect();
             if pool.is_empty() {
                 pool = runs;
@@ -486,6 +486,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
         load_generator_warning: None,
         context_window: None,
         context_fit: None,
+        dialect: None,
     }
 }
 

@@ -80,7 +80,7 @@ pub fn frontiers(open: &[RunSummary]) -> Vec<Frontier> {
                     break; // beyond every bound: no rate from here on can pass
                 };
                 // An overloaded or backlogged run passes at no bound.
-                if run.invalid || run.state != super::RunState::Stable {
+                if !run.measures_replica() || run.state != super::RunState::Stable {
                     break;
                 }
                 needed = needed.max(value);
@@ -231,7 +231,7 @@ fn curve_of(open: &[RunSummary], target: &FrontierTarget) -> Vec<(f64, f64)> {
         .filter_map(|run| {
             let rate = run.rate_rps.filter(|r| r.is_finite() && *r > 0.0)?;
             let verdict = run.verdict(&target.slo)?;
-            let value = if run.invalid || run.state != RunState::Stable {
+            let value = if !run.measures_replica() || run.state != RunState::Stable {
                 f64::INFINITY
             } else {
                 verdict

@@ -81,6 +81,19 @@ pub struct RunSummary {
     /// Measured calls that failed, all classes except `cancelled`.
     pub errors: u64,
     pub errors_by_class: BTreeMap<String, u64>,
+    /// The most frequent failure messages of the measured calls, in the
+    /// server's own words (or the client's, for a failure before any
+    /// answer), most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_details: Vec<ErrorDetail>,
+    /// Measured calls refused for a quota (`rate-limited`): any at all, and
+    /// the run measured the provider's limit, not the replica (it decides
+    /// no CrossP or Cr_closed, and in open loop it fails).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_limited_calls: u64,
+    /// The early-stop rule ended the run: its first calls all failed alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<crate::exec::record::EarlyStop>,
     /// Measured calls aborted by the client (Ctrl-C, drain deadline): not an
     /// error of the endpoint, but shown.
     #[serde(default)]
@@ -191,7 +204,25 @@ impl RunState {
     }
 }
 
+/// One kind of failure and how often it happened: the server's words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub class: String,
+    pub http_status: Option<u16>,
+    /// The first call's `error_detail` of this kind (numbers in others may
+    /// differ).
+    pub detail: String,
+    pub count: u64,
+}
+
 impl RunSummary {
+    /// Whether the run measured the replica: valid, and not capped by a
+    /// provider's rate limit. Only such runs decide CrossP, Cr_closed and
+    /// the frontier.
+    pub fn measures_replica(&self) -> bool {
+        !self.invalid && self.rate_limited_calls == 0
+    }
+
     /// This run's verdict for SLO `slo`, if it was judged on it.
     pub fn verdict(&self, slo: &str) -> Option<&slo::SloVerdict> {
         self.verdicts.iter().find(|v| v.slo == slo)
@@ -415,6 +446,10 @@ pub struct TargetInfo {
     /// A shard whose late start biases the result, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_generator_warning: Option<String>,
+    /// How the preflight settled the request body (from the journals);
+    /// `None` without a preflight (virtual time, older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<crate::exec::Dialect>,
     /// The model's context window the runs met (from the journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<crate::plan::context::ContextWindow>,

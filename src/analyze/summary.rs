@@ -248,6 +248,8 @@ pub struct RunAccumulator<'a> {
     started: u64,
     ok: u64,
     errors_by_class: BTreeMap<String, u64>,
+    /// The server's (or the client's) words for the failures, by kind.
+    error_details: ErrorDetailCounter,
     cancelled: u64,
     reconnects: u64,
     completed_ok: u64,
@@ -302,6 +304,7 @@ impl<'a> RunAccumulator<'a> {
             started: 0,
             ok: 0,
             errors_by_class: BTreeMap::new(),
+            error_details: ErrorDetailCounter::default(),
             cancelled: 0,
             reconnects: 0,
             completed_ok: 0,
@@ -374,6 +377,7 @@ impl<'a> RunAccumulator<'a> {
                     .errors_by_class
                     .entry(class.as_str().to_string())
                     .or_insert(0) += 1;
+                self.error_details.count(r);
             }
             None => {
                 self.ok += 1;
@@ -519,7 +523,8 @@ impl<'a> RunAccumulator<'a> {
                 .collect();
             mean(&in_window)
         });
-        let invalid = is_invalid(self.ok, errors);
+        let stopped_early = ends.footer.and_then(|f| f.stopped_early.clone());
+        let invalid = is_invalid(self.ok, errors) || stopped_early.is_some();
         let task_success_fraction = (self.has_tasks && tasks + tasks_failed > 0)
             .then(|| tasks as f64 / (tasks + tasks_failed) as f64);
         let mut summary = RunSummary {
@@ -533,6 +538,13 @@ impl<'a> RunAccumulator<'a> {
             requests: self.ok,
             errors,
             errors_by_class: self.errors_by_class.clone(),
+            error_details: self.error_details.top(TOP_ERROR_DETAILS),
+            rate_limited_calls: self
+                .errors_by_class
+                .get(ErrorClass::RateLimited.as_str())
+                .copied()
+                .unwrap_or(0),
+            stopped_early,
             cancelled: self.cancelled,
             reconnects: self.reconnects,
             connections_opened: ends.footer.and_then(|f| f.connections_opened),
@@ -617,7 +629,88 @@ pub fn apply_run_state(verdict: &mut slo::SloVerdict, summary: &RunSummary) {
                 summary.errors + summary.requests
             ),
         );
+    } else if summary.rate_limited_calls > 0 {
+        // The rate cannot be promised through this quota; what capped it is
+        // the provider's limit, which the card says in so many words.
+        verdict.overrule(
+            Verdict::Fail,
+            format!(
+                "rate limited: {} of {} calls were refused for a quota",
+                summary.rate_limited_calls,
+                summary.errors + summary.requests
+            ),
+        );
     }
+}
+
+/// How many of a run's most frequent failure messages it keeps.
+pub const TOP_ERROR_DETAILS: usize = 5;
+/// Distinct messages counted per run; past it, new ones are counted only
+/// by class (the totals stay exact), so memory does not grow with a run
+/// whose every error is worded differently.
+const MAX_DISTINCT_DETAILS: usize = 64;
+
+/// Failures counted by their words: class, status and the message with its
+/// digits masked, so "you requested 9000 tokens" and "… 9100 tokens" are
+/// one kind, quoted by the first call that said it.
+#[derive(Debug, Default)]
+struct ErrorDetailCounter {
+    kinds: BTreeMap<(ErrorClass, Option<u16>, String), (String, u64)>,
+}
+
+impl ErrorDetailCounter {
+    fn count(&mut self, r: &RequestRecord) {
+        let Some(class) = r.error else {
+            return;
+        };
+        let detail = r.error_detail.as_deref().unwrap_or("");
+        let key = (class, r.http_status, mask_digits(detail));
+        let full = self.kinds.len() >= MAX_DISTINCT_DETAILS;
+        match self.kinds.get_mut(&key) {
+            Some((_, n)) => *n += 1,
+            None if !full => {
+                self.kinds.insert(key, (detail.to_string(), 1));
+            }
+            None => {}
+        }
+    }
+
+    /// The `n` most frequent kinds, most frequent first (ties in class order).
+    fn top(&self, n: usize) -> Vec<super::ErrorDetail> {
+        let mut all: Vec<super::ErrorDetail> = self
+            .kinds
+            .iter()
+            .map(
+                |((class, status, _), (example, count))| super::ErrorDetail {
+                    class: class.as_str().to_string(),
+                    http_status: *status,
+                    detail: example.clone(),
+                    count: *count,
+                },
+            )
+            .collect();
+        all.sort_by(|a, b| b.count.cmp(&a.count));
+        all.truncate(n);
+        all
+    }
+}
+
+/// `s` with every run of ASCII digits replaced by `#`.
+fn mask_digits(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_digits = false;
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
 }
 
 /// The keep-up rule of an open run, stated on every card: a run is
@@ -851,8 +944,13 @@ pub fn window_from_ends(
     footer: Option<&RunFooter>,
     last_completed_ms: f64,
 ) -> Window {
-    let from_ms = header
-        .map(|h| h.measure_from_ms)
+    // A run stopped early is judged on every call it made (its footer's
+    // window starts at 0, before the warmup's end).
+    let stopped_early_from = footer
+        .filter(|f| f.stopped_early.is_some())
+        .map(|f| f.measured_window_ms[0]);
+    let from_ms = stopped_early_from
+        .or(header.map(|h| h.measure_from_ms))
         .or(footer.map(|f| f.measured_window_ms[0]))
         .unwrap_or(0.0);
     match footer {
@@ -965,6 +1063,7 @@ pub(crate) mod tests {
             context_window: None,
             shard: None,
             shards: Vec::new(),
+            dialect: None,
         }
     }
 
@@ -998,6 +1097,7 @@ pub(crate) mod tests {
             http_status: Some(200),
             reconnects: 0,
             class: None,
+            retry_after_ms: None,
         }
     }
 
@@ -1024,6 +1124,7 @@ pub(crate) mod tests {
             interrupted: false,
             finished_at: "2026-01-01T00:01:00Z".into(),
             connections_opened: None,
+            stopped_early: None,
         }
     }
 

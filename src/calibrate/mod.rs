@@ -127,10 +127,7 @@ impl Replay<'_> {
             faults: Default::default(),
             seed: self.experiment.seed,
             api: self.target.api,
-            body: exec::BodyOptions {
-                force_length: self.target.force_length,
-                extra: self.target.extra_body.clone(),
-            },
+            body: exec::BodyOptions::for_target(self.target),
             timeout: self.target.timeout,
             network_overhead: params.network_overhead(),
             context_window: None,

@@ -10,6 +10,7 @@
 pub mod data;
 mod decode;
 mod diag;
+pub use diag::did_you_mean;
 pub mod model;
 pub mod units;
 mod validate;

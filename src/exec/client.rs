@@ -285,6 +285,9 @@ pub(crate) async fn perform_call(
     }
     let mut record = observer.into_record(id, times, end);
     record.reconnects = progress.reconnects;
+    record.retry_after_ms = progress
+        .retry_after
+        .map(|d| super::stream::round_us(d.as_secs_f64() * 1e3));
     if let Some(mut response) = leftover {
         // Read the end of the chunked body so the connection goes back to the
         // pool; outside the measured time.
@@ -311,6 +314,8 @@ pub(crate) struct SentCall {
 #[derive(Debug, Default)]
 struct CallProgress {
     http_status: Option<u16>,
+    /// A refusal's `Retry-After`.
+    retry_after: Option<Duration>,
     reconnects: u32,
     /// When the request was sent again on a fresh connection.
     resent_at: Option<Instant>,
@@ -373,13 +378,18 @@ async fn stream_call(
     let status = response.status();
     progress.http_status = Some(status);
     if !(200..300).contains(&status) {
+        progress.retry_after = response.retry_after();
         let body = read_capped(&mut response, MAX_ERROR_BODY_BYTES).await;
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| error_message(&v))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         let detail = truncate_detail(&format!("HTTP {}: {message}", status_text(status)));
-        let class = super::stream::http_error_class(status, &String::from_utf8_lossy(&body));
+        let class = super::stream::http_error_class(
+            status,
+            &String::from_utf8_lossy(&body),
+            progress.retry_after.is_some(),
+        );
         return (StreamEnd::Failed(class, detail), Instant::now(), None);
     }
     let mut decoder = SseDecoder::new();

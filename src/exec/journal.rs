@@ -14,7 +14,6 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -51,6 +50,8 @@ pub struct FooterPlan {
     pub interrupted: bool,
     pub finished_at: String,
     pub connections_opened: Option<u64>,
+    /// The early-stop rule ended the run (its window then starts at 0).
+    pub stopped_early: Option<super::record::EarlyStop>,
 }
 
 /// The writer thread; it returns the journal it wrote.
@@ -140,6 +141,7 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         interrupted: plan.interrupted,
         finished_at: plan.finished_at,
         connections_opened: plan.connections_opened,
+        stopped_early: plan.stopped_early,
     }
 }
 
@@ -359,35 +361,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<JournalLine, serde_json::Error> {
     serde_json::from_slice::<JournalLine>(bytes)
 }
 
-/// `2026-11-03T09:15:02.123Z` (RFC 3339, UTC, milliseconds).
-pub fn rfc3339_utc(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_millis()
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
-/// (H. Hinnant, "chrono-compatible low-level date algorithms").
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
+pub use crate::time::rfc3339_utc;
 
 #[cfg(test)]
 mod tests {
@@ -441,6 +415,7 @@ mod tests {
             http_status: Some(200),
             reconnects: 0,
             class: None,
+            retry_after_ms: None,
         }
     }
 
@@ -453,6 +428,7 @@ mod tests {
             interrupted: false,
             finished_at: "x".into(),
             connections_opened: None,
+            stopped_early: None,
         }
     }
 
@@ -546,14 +522,5 @@ mod tests {
         );
         let corrupt_middle = format!("{request}\n{{oops\n{request}\n");
         assert_eq!(parse_journal(corrupt_middle.as_bytes()).unwrap_err().0, 2);
-    }
-
-    #[test]
-    fn rfc3339_known_instants() {
-        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(951_782_400_123); // leap day 2000
-        assert_eq!(rfc3339_utc(t), "2000-02-29T00:00:00.123Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_798_761_599); // last second of 2026
-        assert_eq!(rfc3339_utc(t), "2026-12-31T23:59:59.000Z");
     }
 }

@@ -72,6 +72,7 @@
 
 pub mod client;
 pub mod journal;
+pub mod preflight;
 pub mod progress;
 pub mod record;
 pub mod request;
@@ -96,11 +97,12 @@ use crate::plan::{Load, RunPlan};
 pub use client::{TokenIdSupport, probe_models, probe_token_ids};
 pub use journal::{read_journal, read_journal_ends, stream_journal};
 pub use record::{
-    ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader, ShardClock, TaskRecord,
-    TokenSource,
+    Dialect, EarlyStop, ErrorClass, Journal, JournalLine, RequestRecord, RunFooter, RunHeader,
+    ShardClock, TaskRecord, TokenSource,
 };
 pub use request::{
-    BodyOptions, ChatMessage, CompletionsPrompt, Prompt, RequestSource, TraceSource, WorkloadSource,
+    BodyOptions, ChatMessage, CompletionsPrompt, LengthField, Prompt, RequestSource, TraceSource,
+    WorkloadSource,
 };
 pub use runner::DISPATCH_LEAD;
 
@@ -144,6 +146,8 @@ pub struct RunOptions {
     pub context_window: Option<crate::plan::context::ContextWindow>,
     /// Send only one shard's part of the run, from an agreed instant.
     pub shard: Option<ShardRun>,
+    /// What the target's preflight settled (journaled, for the card).
+    pub dialect: Option<record::Dialect>,
 }
 
 /// One shard's part of a run ([`crate::plan::shard`] says which part).

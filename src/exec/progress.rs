@@ -170,6 +170,7 @@ mod tests {
             http_status: None,
             reconnects: 0,
             class: None,
+            retry_after_ms: None,
         }
     }
 

@@ -63,6 +63,35 @@ pub struct RunHeader {
     /// the coordinator); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardClock>,
+    /// How the preflight settled the request body with this server (see
+    /// [`crate::exec::preflight`]); `None`: no preflight (virtual time, or
+    /// a journal older than it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<Dialect>,
+}
+
+/// The request dialect a target was found to accept, as every call of the
+/// run sent it: settled by the preflight, never silently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dialect {
+    /// The body field that carries the output length:
+    /// `max_completion_tokens` (chat) or `max_tokens`.
+    pub length_field: String,
+    /// `stream_options.include_usage` was sent (the server reports usage in
+    /// the stream).
+    pub stream_usage: bool,
+    /// `ignore_eos` and `min_tokens` were sent to force the planned length.
+    pub force_length: bool,
+    /// Where output tokens are counted from: `usage` (the server's),
+    /// `tokenizer` (the target's, on the streamed text) or `chunks` (one
+    /// token per streamed content event, an approximation).
+    pub output_tokens_from: TokenSource,
+    /// What the preflight changed and why, one sentence each, quoting the
+    /// server; empty when the first body was accepted as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<String>,
+    /// Calls the preflight sent (one, plus one per dialect it settled).
+    pub preflight_calls: u32,
 }
 
 /// How one shard's part of a run was started, for the merge to judge
@@ -134,6 +163,10 @@ pub struct RequestRecord {
     /// The mix class of the call's task; `None` outside a mix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// A refusal's `Retry-After` (HTTP 429, or 503 from a gateway), in ms:
+    /// what the server asked the client to wait before its next call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<f64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -192,6 +225,10 @@ pub enum ErrorClass {
     Timeout,
     /// Non-2xx HTTP status.
     HttpStatus,
+    /// The server refused the call for a quota (HTTP 429; a 503 with
+    /// `Retry-After`; an error `code`/`type` of `rate_limit_exceeded`): the
+    /// provider's limit, not the replica's capacity.
+    RateLimited,
     /// The server refused the call because its prompt plus the output asked
     /// for exceed the model's context window (vLLM's "maximum context
     /// length", llama.cpp's `exceed_context_size_error`, ...). A mismatch of
@@ -217,6 +254,7 @@ impl ErrorClass {
             ErrorClass::Connect => "connect",
             ErrorClass::Timeout => "timeout",
             ErrorClass::HttpStatus => "http-status",
+            ErrorClass::RateLimited => "rate-limited",
             ErrorClass::ContextLength => "context-length",
             ErrorClass::BrokenStream => "broken-stream",
             ErrorClass::MalformedEvent => "malformed-event",
@@ -263,6 +301,33 @@ pub struct RunFooter {
     /// HTTP/1.1 connections the run opened (`None`: HTTP/2, or an older journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_opened: Option<u64>,
+    /// The run stopped before its planned end because its first calls all
+    /// failed alike ([`EarlyStop::RULE`]); `None`: it ran its course.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<EarlyStop>,
+}
+
+/// Why a run that could only measure a failure was ended early.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlyStop {
+    /// The rule, as the card states it.
+    pub rule: String,
+    /// The calls that all failed alike.
+    pub calls: u32,
+    pub class: ErrorClass,
+    pub http_status: Option<u16>,
+    /// The first of those calls' `error_detail`: the server's own words.
+    pub detail: Option<String>,
+    /// When starting stopped, ms since t0.
+    pub at_ms: f64,
+}
+
+impl EarlyStop {
+    /// Completed calls after which a run whose calls all failed with the
+    /// same class and status is stopped.
+    pub const CALLS: u32 = 20;
+    /// The rule in words, journaled with every early stop.
+    pub const RULE: &'static str = "a run stops once its first 20 completed calls (warmup included) all failed with the same class and HTTP status: it can measure nothing but that failure";
 }
 
 /// A journal read back from disk: what a run measured, complete or not.

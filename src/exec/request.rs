@@ -6,10 +6,14 @@
 //!
 //! Every body asks for a stream with `usage` (`stream_options.include_usage`)
 //! so output tokens can be counted by the server, `temperature: 0`, and forces
-//! the planned output length with `max_tokens` plus the vLLM/SGLang extensions
-//! `ignore_eos: true` and `min_tokens = max_tokens`. Servers that do not know
-//! the extensions ignore them (vLLM, SGLang, TGI, llama.cpp do); a server that
-//! rejects unknown fields would show up as HTTP-status errors in the first run.
+//! the planned output length with the length field — `max_completion_tokens`
+//! on chat (its current name; `max_tokens` is deprecated there and refused by
+//! hosted reasoning models), `max_tokens` on completions — plus the
+//! vLLM/SGLang extensions `ignore_eos: true` and `min_tokens` = the length.
+//! Servers that do not know the extensions mostly ignore them (vLLM, SGLang,
+//! TGI, llama.cpp do); for those that refuse a field, the preflight
+//! ([`super::preflight`]) settles the body before anything is measured, and
+//! [`BodyOptions`] carries what it settled.
 
 use std::sync::Arc;
 
@@ -417,16 +421,47 @@ struct Body<'a> {
     messages: Option<Vec<ChatMessage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt: Option<PromptField<'a>>,
-    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ignore_eos: Option<bool>,
     temperature: f64,
     stream: bool,
-    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     priority: Option<i64>,
+}
+
+/// The body field that bounds the output length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthField {
+    /// `max_tokens`: completions' only name, chat's deprecated one.
+    MaxTokens,
+    /// `max_completion_tokens`: chat's current name (OpenAI, vLLM ≥ 0.6).
+    MaxCompletionTokens,
+}
+
+impl LengthField {
+    /// What `api` is sent by default: chat's current name, or completions'
+    /// only one.
+    pub fn default_for(api: Api) -> LengthField {
+        match api {
+            Api::Chat => LengthField::MaxCompletionTokens,
+            Api::Completions => LengthField::MaxTokens,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LengthField::MaxTokens => "max_tokens",
+            LengthField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
 }
 
 /// What a target changes in every call's body.
@@ -437,6 +472,12 @@ pub struct BodyOptions {
     /// off, for services that reject unknown fields; shorter outputs are then
     /// counted and shown).
     pub force_length: bool,
+    /// The length field; `None`: [`LengthField::default_for`] the API.
+    /// The preflight sets it when the server refuses the default.
+    pub length_field: Option<LengthField>,
+    /// Send `stream_options.include_usage` (the preflight turns it off for
+    /// servers that refuse it; output tokens are then counted locally).
+    pub stream_usage: bool,
     /// `extra-body { ... }`: top-level fields added to every body, after
     /// capcard's own (a field named here replaces capcard's).
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -446,8 +487,60 @@ impl Default for BodyOptions {
     fn default() -> Self {
         BodyOptions {
             force_length: true,
+            length_field: None,
+            stream_usage: true,
             extra: serde_json::Map::new(),
         }
+    }
+}
+
+impl BodyOptions {
+    /// A target's own options (`force-length`, `extra-body`), before any
+    /// preflight settled anything.
+    pub fn for_target(target: &crate::config::Target) -> Self {
+        BodyOptions {
+            force_length: target.force_length,
+            extra: target.extra_body.clone(),
+            ..BodyOptions::default()
+        }
+    }
+
+    /// The length field sent to `api`.
+    pub fn length_field_for(&self, api: Api) -> LengthField {
+        match (api, self.length_field) {
+            // Completions has one name only.
+            (Api::Completions, _) => LengthField::MaxTokens,
+            (Api::Chat, Some(field)) => field,
+            (Api::Chat, None) => LengthField::default_for(api),
+        }
+    }
+
+    /// The top-level fields every body of `api` carries, in body order
+    /// (for the preflight, to tell which of them a refusal names).
+    pub fn sent_fields(&self, api: Api) -> Vec<String> {
+        let mut fields = vec![
+            "model".to_string(),
+            match api {
+                Api::Chat => "messages",
+                Api::Completions => "prompt",
+            }
+            .to_string(),
+            self.length_field_for(api).as_str().to_string(),
+        ];
+        if self.force_length {
+            fields.push("min_tokens".into());
+            fields.push("ignore_eos".into());
+        }
+        fields.extend(["temperature".to_string(), "stream".to_string()]);
+        if self.stream_usage {
+            fields.push("stream_options".into());
+        }
+        for key in self.extra.keys() {
+            if !fields.contains(key) {
+                fields.push(key.clone());
+            }
+        }
+        fields
     }
 }
 
@@ -511,18 +604,21 @@ pub fn build_call_body(
             (None, Some(PromptField::Text(&joined)))
         }
     };
+    let length_field = options.length_field_for(api);
     let body = Body {
         model,
         messages,
         prompt: prompt_field,
-        max_tokens,
+        max_tokens: (length_field == LengthField::MaxTokens).then_some(max_tokens),
+        max_completion_tokens: (length_field == LengthField::MaxCompletionTokens)
+            .then_some(max_tokens),
         min_tokens: options.force_length.then_some(max_tokens),
         ignore_eos: options.force_length.then_some(true),
         temperature: 0.0,
         stream: true,
-        stream_options: StreamOptions {
+        stream_options: options.stream_usage.then_some(StreamOptions {
             include_usage: true,
-        },
+        }),
         priority,
     };
     // Invariant: a struct of strings, numbers and bools always serializes.
@@ -554,8 +650,8 @@ mod tests {
     fn a_class_sends_its_priority_over_the_targets_extra_body() {
         let prompt = Prompt::Text("hi".into());
         let options = BodyOptions {
-            force_length: true,
             extra: serde_json::from_str(r#"{"priority": 2, "top_p": 0.9}"#).unwrap(),
+            ..BodyOptions::default()
         };
         let body = parse(&build_call_body(
             Api::Chat,
@@ -584,6 +680,7 @@ mod tests {
         let options = BodyOptions {
             force_length: false,
             extra: serde_json::from_str(r#"{"temperature": 0.7, "priority": 2}"#).unwrap(),
+            ..BodyOptions::default()
         };
         let body = parse(&build_body_with(
             Api::Chat,
@@ -594,7 +691,7 @@ mod tests {
         ));
         assert_eq!(body.get("ignore_eos"), None);
         assert_eq!(body.get("min_tokens"), None);
-        assert_eq!(body["max_tokens"], 9);
+        assert_eq!(body["max_completion_tokens"], 9);
         assert_eq!(body["temperature"], 0.7, "a field named in extra-body wins");
         assert_eq!(body["priority"], 2);
     }
@@ -617,9 +714,50 @@ mod tests {
             json!({
                 "model": "m",
                 "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
-                "max_tokens": 64, "min_tokens": 64, "ignore_eos": true, "temperature": 0.0,
-                "stream": true, "stream_options": {"include_usage": true}
+                "max_completion_tokens": 64, "min_tokens": 64, "ignore_eos": true,
+                "temperature": 0.0, "stream": true, "stream_options": {"include_usage": true}
             })
+        );
+    }
+
+    #[test]
+    fn the_preflight_can_settle_the_length_field_and_usage() {
+        let prompt = Prompt::Text("t".into());
+        let options = BodyOptions {
+            length_field: Some(LengthField::MaxTokens),
+            stream_usage: false,
+            ..BodyOptions::default()
+        };
+        let body = parse(&build_body_with(Api::Chat, "m", &prompt, 5, &options));
+        assert_eq!(body["max_tokens"], 5);
+        assert!(body.get("max_completion_tokens").is_none());
+        assert!(body.get("stream_options").is_none());
+        // Completions has one name only, whatever was settled for chat.
+        let options = BodyOptions {
+            length_field: Some(LengthField::MaxCompletionTokens),
+            ..BodyOptions::default()
+        };
+        let body = parse(&build_body_with(
+            Api::Completions,
+            "m",
+            &prompt,
+            5,
+            &options,
+        ));
+        assert_eq!(body["max_tokens"], 5);
+        assert!(body.get("max_completion_tokens").is_none());
+        assert_eq!(
+            options.sent_fields(Api::Chat),
+            [
+                "model",
+                "messages",
+                "max_completion_tokens",
+                "min_tokens",
+                "ignore_eos",
+                "temperature",
+                "stream",
+                "stream_options"
+            ]
         );
     }
 

@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::client::{self, CallEnv, HttpTarget};
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
-use super::record::{Journal, JournalLine, RunHeader, TaskRecord};
+use super::record::{
+    EarlyStop, ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, TaskRecord,
+};
 use super::request::{BodyOptions, RequestSource, api_path, build_call_body};
 use super::stream::{CallId, ms_since, round_us};
 use super::timer::PreciseTimer;
@@ -35,6 +37,63 @@ pub const DISPATCH_LEAD: Duration = Duration::from_millis(30);
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// Period of the in-flight samples in the footer.
 const INFLIGHT_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+/// Closed loop: how long a slot waits after a `rate-limited` call whose
+/// server named no `Retry-After`, so a quota is not hammered blind.
+pub const RATE_LIMIT_DEFAULT_WAIT: Duration = Duration::from_secs(1);
+
+/// The early-stop rule ([`EarlyStop::RULE`]) over a run's first completed
+/// calls (pure): once [`EarlyStop::CALLS`] calls have completed, the run
+/// stops if every one of them failed with the same class and status.
+/// Cancelled calls are the client's own and do not count.
+#[derive(Debug, Default)]
+pub(crate) struct FailFast {
+    seen: u32,
+    /// The first call's failure, while every call so far matched it.
+    alike: Option<(ErrorClass, Option<u16>, Option<String>)>,
+    /// A call succeeded or failed differently: the rule can no longer fire.
+    mixed: bool,
+}
+
+impl FailFast {
+    /// Whether the rule is settled either way (no need to look further).
+    pub fn settled(&self) -> bool {
+        self.mixed || self.seen >= EarlyStop::CALLS
+    }
+
+    /// One completed call at `at_ms`; the stop, the moment the rule fires.
+    pub fn observe(&mut self, record: &RequestRecord, at_ms: f64) -> Option<EarlyStop> {
+        if self.settled() || record.error == Some(ErrorClass::Cancelled) {
+            return None;
+        }
+        self.seen += 1;
+        let Some(class) = record.error else {
+            self.mixed = true;
+            return None;
+        };
+        match &self.alike {
+            None if self.seen == 1 => {
+                self.alike = Some((class, record.http_status, record.error_detail.clone()));
+            }
+            Some((c, status, _)) if *c == class && *status == record.http_status => {}
+            _ => {
+                self.mixed = true;
+                return None;
+            }
+        }
+        if self.seen < EarlyStop::CALLS {
+            return None;
+        }
+        let (class, http_status, detail) = self.alike.clone()?;
+        Some(EarlyStop {
+            rule: EarlyStop::RULE.to_string(),
+            calls: self.seen,
+            class,
+            http_status,
+            detail,
+            at_ms,
+        })
+    }
+}
 
 /// Everything a call needs, shared by all tasks of a run.
 struct Ctx {
@@ -55,6 +114,11 @@ struct Ctx {
     /// Render bodies on the blocking pool (the source has a tokenizer).
     render_off_thread: bool,
     timer: PreciseTimer,
+    /// The early-stop rule over the first calls; `fail_fast_settled` spares
+    /// every later call the lock.
+    fail_fast: std::sync::Mutex<FailFast>,
+    fail_fast_settled: std::sync::atomic::AtomicBool,
+    stopped_early: std::sync::Mutex<Option<EarlyStop>>,
 }
 
 /// How one call ended, for its task.
@@ -63,6 +127,9 @@ struct CallOutcome {
     rejected_for_context: bool,
     scheduled: Instant,
     completed: Instant,
+    /// Closed loop, a `rate-limited` call: how long its slot waits before
+    /// its next call (`Retry-After`, capped; else the default wait).
+    backoff: Option<Duration>,
 }
 
 impl Ctx {
@@ -165,20 +232,73 @@ impl Ctx {
         let mut sent = client::perform_call(&env, body, id, scheduled).await?;
         sent.record.class = class.map(|c| c.name.to_string());
         self.live.on_record(&sent.record);
+        self.watch_fail_fast(&sent.record, sent.completed);
         let ok = sent.record.is_ok();
         let rejected_for_context = sent.record.is_context_rejection();
+        // Open loop: the schedule is never held back, a 429 is a failed
+        // call like any other.
+        let backoff =
+            (self.closed && sent.record.error == Some(ErrorClass::RateLimited)).then(|| {
+                sent.record
+                    .retry_after_ms
+                    .map_or(RATE_LIMIT_DEFAULT_WAIT, |ms| {
+                        Duration::from_secs_f64(ms / 1e3)
+                    })
+            });
         self.emit(JournalLine::Request(sent.record));
         Some(CallOutcome {
             ok,
             rejected_for_context,
             scheduled: sent.scheduled,
             completed: sent.completed,
+            backoff,
         })
+    }
+
+    /// Apply the early-stop rule to a completed call: stop starting when
+    /// the run's first calls all failed alike.
+    fn watch_fail_fast(&self, record: &RequestRecord, completed: Instant) {
+        if self.fail_fast_settled.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut rule = self
+            .fail_fast
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stop = rule.observe(record, self.ms(completed));
+        if rule.settled() {
+            self.fail_fast_settled.store(true, Ordering::Relaxed);
+        }
+        drop(rule);
+        if let Some(stop) = stop {
+            *self
+                .stopped_early
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop);
+            self.stop_starting.cancel();
+        }
+    }
+
+    /// A closed-loop slot's wait after a rate-limited call, cut short when
+    /// the run stops starting.
+    async fn back_off(&self, wait: Duration) {
+        tokio::select! {
+            biased;
+            _ = self.stop_starting.cancelled() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
     }
 
     /// Run a whole task whose first call is scheduled at `start` (closed
     /// loop: `start` is now, and the first call is sent without delay).
-    async fn run_task(self: &Arc<Self>, task: Task, first: Vec<Bytes>, start: Instant) {
+    /// Returns how long the slot must wait before its next task: a closed
+    /// loop's last call was refused for a quota.
+    async fn run_task(
+        self: &Arc<Self>,
+        task: Task,
+        first: Vec<Bytes>,
+        start: Instant,
+    ) -> Option<Duration> {
         let index = task.index;
         let class = task.class.as_ref();
         let first_at = (!self.closed).then_some(start);
@@ -190,14 +310,16 @@ impl Ctx {
         let mut last_end = start;
         // The first call's scheduled instant (closed loop: its send).
         let mut task_start = start;
+        // Closed loop: the last call's quota wait, honoured before the next.
+        let mut backoff: Option<Duration> = None;
         match &task.spec {
             TaskSpec::Single(call) => {
                 let body = match first.next() {
                     Some(body) => body,
                     None => self.body(call, class).await,
                 };
-                self.call((index, class), 0, call, body, first_at).await;
-                return;
+                let outcome = self.call((index, class), 0, call, body, first_at).await;
+                return outcome.and_then(|o| o.backoff);
             }
             TaskSpec::Conversation { turns } => {
                 for (k, turn) in turns.iter().enumerate() {
@@ -205,7 +327,10 @@ impl Ctx {
                         (0, Some(body)) => (first_at, body),
                         (0, None) => (first_at, self.body(&turn.call, class).await),
                         _ => (
-                            Some(last_end + turn.think_time_before),
+                            Some(
+                                (last_end + turn.think_time_before)
+                                    .max(last_end + backoff.take().unwrap_or_default()),
+                            ),
                             self.body(&turn.call, class).await,
                         ),
                     };
@@ -223,6 +348,7 @@ impl Ctx {
                     failed += u32::from(!outcome.ok);
                     context_rejected += u32::from(outcome.rejected_for_context);
                     last_end = outcome.completed;
+                    backoff = outcome.backoff;
                 }
             }
             TaskSpec::Agent { steps } => {
@@ -256,6 +382,7 @@ impl Ctx {
                     let outcomes = futures_util::future::join_all(calls_of_step).await;
                     next_call += step.calls.len() as u32;
                     let mut step_end = step_start.unwrap_or(start);
+                    backoff = None;
                     for outcome in outcomes {
                         match outcome {
                             Some(outcome) => {
@@ -263,6 +390,7 @@ impl Ctx {
                                 failed += u32::from(!outcome.ok);
                                 context_rejected += u32::from(outcome.rejected_for_context);
                                 step_end = step_end.max(outcome.completed);
+                                backoff = backoff.max(outcome.backoff);
                             }
                             None => cut = true,
                         }
@@ -271,13 +399,14 @@ impl Ctx {
                     if cut {
                         break;
                     }
-                    step_start = Some(step_end + step.tool_time_after);
+                    let wait = step.tool_time_after.max(backoff.take().unwrap_or_default());
+                    step_start = Some(step_end + wait);
                 }
             }
         }
         if calls == 0 {
             // Aborted before its first call was sent: the task never started.
-            return;
+            return None;
         }
         let completed = if cut { Instant::now() } else { last_end };
         let scheduled_ms = self.ms(task_start);
@@ -292,6 +421,7 @@ impl Ctx {
             context_rejected_calls: context_rejected,
             class: class.map(|c| c.name.to_string()),
         }));
+        backoff
     }
 }
 
@@ -345,7 +475,9 @@ async fn closed_slot(ctx: Arc<Ctx>, state: Arc<ClosedState>) {
                 ctx.stop_starting.cancel();
             }
         }
-        ctx.run_task(task, first, now).await;
+        if let Some(wait) = ctx.run_task(task, first, now).await {
+            ctx.back_off(wait).await;
+        }
     }
 }
 
@@ -406,6 +538,7 @@ async fn dispatch_open(
         let task_ctx = Arc::clone(ctx);
         tasks.spawn(async move {
             let first = task_ctx.prepare_first(&task).await;
+            // Open loop: no backoff is ever returned (the schedule rules).
             task_ctx.run_task(task, first, at).await;
         });
         while let Some(result) = tasks.try_join_next() {
@@ -424,12 +557,7 @@ async fn dispatch_open(
 /// are spun: tokio's timer rounds up to the next millisecond.
 async fn wait_for(start_at: SystemTime) -> (Instant, Duration) {
     const SPIN: Duration = Duration::from_millis(2);
-    let now = Instant::now();
-    let target = match start_at.duration_since(SystemTime::now()) {
-        Ok(ahead) => now + ahead,
-        // Already past: t0 lies that far back.
-        Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
-    };
+    let target = instant_of(start_at);
     if let Some(wake) = target.checked_sub(SPIN)
         && wake > Instant::now()
     {
@@ -439,6 +567,16 @@ async fn wait_for(start_at: SystemTime) -> (Instant, Duration) {
         std::hint::spin_loop();
     }
     (target, Instant::now().saturating_duration_since(target))
+}
+
+/// The wall-clock instant `t` (this host's clock) as a runtime instant,
+/// for timers and scrapers; one that has passed lies that far back.
+pub fn instant_of(t: SystemTime) -> Instant {
+    let now = Instant::now();
+    match t.duration_since(SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
+    }
 }
 
 fn propagate_panic(result: Result<(), tokio::task::JoinError>) {
@@ -542,6 +680,7 @@ pub(crate) async fn run(
         context_window: options.context_window.clone(),
         shard: shard_clock,
         shards: Vec::new(),
+        dialect: options.dialect.clone(),
     })));
 
     let user_cancel = options.cancel.clone();
@@ -569,6 +708,9 @@ pub(crate) async fn run(
         closed: concurrency.is_some(),
         render_off_thread: target_has_tokenizer,
         timer: PreciseTimer::start(),
+        fail_fast: std::sync::Mutex::new(FailFast::default()),
+        fail_fast_settled: std::sync::atomic::AtomicBool::new(false),
+        stopped_early: std::sync::Mutex::new(None),
     });
 
     let supervisor = tokio::spawn(supervise(
@@ -642,6 +784,11 @@ pub(crate) async fn run(
         let _ = progress.await;
     }
     let interrupted = user_cancel.is_cancelled();
+    let stopped_early = ctx
+        .stopped_early
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
     let replays_trace = matches!(
         run.load,
         Load::Rate {
@@ -650,6 +797,11 @@ pub(crate) async fn run(
         }
     );
     let window_end = match run.stop {
+        // A run that could measure only a failure is judged on every call
+        // it made, warmup included, up to the stop.
+        _ if stopped_early.is_some() && !interrupted => {
+            WindowEnd::At(stopped_early.as_ref().map_or(0.0, |s| s.at_ms))
+        }
         // A replayed trace that ended before the planned stop: the window
         // ends with the last measured call, not at a planned instant with
         // no arrivals before it (which would understate rates). Other
@@ -675,13 +827,18 @@ pub(crate) async fn run(
         StopRule::Requests(_) | StopRule::TraceEnd => WindowEnd::LastMeasuredCompletion,
     };
     let _ = journal_tx.send(WriterMsg::Finish(FooterPlan {
-        measure_from_ms,
+        measure_from_ms: if stopped_early.is_some() {
+            0.0
+        } else {
+            measure_from_ms
+        },
         window_end,
         arrivals_ms,
         inflight_samples,
         interrupted,
         finished_at: journal::rfc3339_utc(SystemTime::now()),
         connections_opened: ctx.target.transport.connections_opened(),
+        stopped_early,
     }));
     drop(ctx);
     drop(journal_tx);

@@ -173,13 +173,67 @@ pub fn says_context_overflow(text: &str) -> bool {
 }
 
 /// The class of a call the server answered with a non-2xx `status` and
-/// `body`: a context-window refusal (400, 413, 422) is its own class.
-pub fn http_error_class(status: u16, body: &str) -> ErrorClass {
-    if matches!(status, 400 | 413 | 422) && says_context_overflow(body) {
+/// `body`: a context-window refusal (400, 413, 422) is its own class, and
+/// so is a quota's (429; a 503 that says when to retry, as gateways answer
+/// an exhausted quota; an error whose `code` or `type` names a rate limit).
+pub fn http_error_class(status: u16, body: &str, retry_after: bool) -> ErrorClass {
+    if status == 429 || (status == 503 && retry_after) || says_rate_limited(body) {
+        ErrorClass::RateLimited
+    } else if matches!(status, 400 | 413 | 422) && says_context_overflow(body) {
         ErrorClass::ContextLength
     } else {
         ErrorClass::HttpStatus
     }
+}
+
+/// Whether an error body's machine-readable fields (`code`, `type`,
+/// `error_type`, at the top or under `error`) name a rate limit, as OpenAI
+/// (`rate_limit_exceeded`), Anthropic-style gateways (`rate_limit_error`),
+/// LiteLLM (`RateLimitError`) and AWS (`ThrottlingException`) spell it.
+/// The message alone is not read: "rate limit" in free text is too loose.
+pub fn says_rate_limited(body: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    let names_a_limit = |v: &serde_json::Value| {
+        ["code", "type", "error_type"].iter().any(|key| {
+            v.get(key).and_then(|f| f.as_str()).is_some_and(|s| {
+                let s = s.to_ascii_lowercase();
+                s.contains("rate_limit") || s.contains("ratelimit") || s.contains("throttl")
+            })
+        })
+    };
+    names_a_limit(&value) || value.get("error").is_some_and(names_a_limit)
+}
+
+/// The longest wait a `Retry-After` is taken at: beyond it a header is
+/// read as "a long time" (an hour-long quota window must not park a slot
+/// for an hour of a 60 s run).
+pub const RETRY_AFTER_CAP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A refusal's wait: `retry-after-ms` (milliseconds, OpenAI's and Azure's)
+/// wins over `Retry-After`, which is whole or decimal seconds or an HTTP
+/// date (RFC 9110 §10.2.3; a date in the past means now). Capped at
+/// [`RETRY_AFTER_CAP`]; `None` when neither header parses.
+pub fn parse_retry_after(
+    retry_after: Option<&str>,
+    retry_after_ms: Option<&str>,
+    now: std::time::SystemTime,
+) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let from_ms = retry_after_ms
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1e3));
+    let from_header = || {
+        let v = retry_after?.trim();
+        if let Ok(s) = v.parse::<f64>() {
+            return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+        }
+        let at = crate::time::parse_http_date(v)?;
+        Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    };
+    from_ms.or_else(from_header).map(|d| d.min(RETRY_AFTER_CAP))
 }
 
 impl StreamObserver {
@@ -234,9 +288,15 @@ impl StreamObserver {
         if let Some(error) = &chunk.error {
             let message = error_message(&serde_json::json!({ "error": error }))
                 .unwrap_or_else(|| error.to_string());
-            // Some servers refuse an oversized prompt in the stream itself.
-            let class = if says_context_overflow(&error.to_string()) {
+            // Some servers refuse an oversized prompt, or a call over
+            // quota, in the stream itself.
+            let text = error.to_string();
+            let class = if says_context_overflow(&text) {
                 ErrorClass::ContextLength
+            } else if says_rate_limited(&serde_json::json!({ "error": error }).to_string())
+                || error.get("code").and_then(|c| c.as_u64()) == Some(429)
+            {
+                ErrorClass::RateLimited
             } else {
                 ErrorClass::BrokenStream
             };
@@ -347,6 +407,11 @@ impl StreamObserver {
         }
     }
 
+    /// The last finish reason the stream gave.
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+
     /// Content chunks seen so far (for live progress).
     pub fn content_chunks(&self) -> u32 {
         self.content_chunks
@@ -393,6 +458,7 @@ impl StreamObserver {
             http_status: times.http_status,
             reconnects: 0,
             class: None,
+            retry_after_ms: None,
         }
     }
 }
@@ -671,7 +737,7 @@ mod tests {
                 400
             };
             assert_eq!(
-                http_error_class(status, body),
+                http_error_class(status, body, false),
                 ErrorClass::ContextLength,
                 "{body}"
             );
@@ -687,14 +753,94 @@ mod tests {
                 500,
                 r#"{"message":"This model's maximum context length is 8192 tokens."}"#,
             ),
-            (429, "rate limited"),
         ] {
             assert_eq!(
-                http_error_class(status, body),
+                http_error_class(status, body, false),
                 ErrorClass::HttpStatus,
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn quotas_are_their_own_class() {
+        // OpenAI's 429, with or without a machine-readable code.
+        let openai = r#"{"error":{"message":"Rate limit reached for requests per min (RPM): Limit 30, Used 30, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
+        assert_eq!(http_error_class(429, openai, true), ErrorClass::RateLimited);
+        assert_eq!(
+            http_error_class(429, "slow down", false),
+            ErrorClass::RateLimited
+        );
+        // A gateway's 503 that says when to retry is a quota; without the
+        // header it is an unavailable server.
+        assert_eq!(http_error_class(503, "busy", true), ErrorClass::RateLimited);
+        assert_eq!(http_error_class(503, "busy", false), ErrorClass::HttpStatus);
+        // Named in the error's type or code, whatever the status.
+        for body in [
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
+            r#"{"error":{"message":"litellm.RateLimitError: ...","type":"RateLimitError","code":"400"}}"#,
+            r#"{"__type":"x","code":"ThrottlingException","message":"Too many requests"}"#,
+        ] {
+            assert_eq!(
+                http_error_class(400, body, false),
+                ErrorClass::RateLimited,
+                "{body}"
+            );
+        }
+        // Free text alone is not enough.
+        assert_eq!(
+            http_error_class(
+                400,
+                r#"{"error":{"message":"the rate limit for this key is 10"}}"#,
+                false
+            ),
+            ErrorClass::HttpStatus
+        );
+        let mut o = StreamObserver::new();
+        let verdict = o.on_event(
+            &ev(r#"{"error":{"message":"too many requests","code":429}}"#),
+            1.0,
+        );
+        assert!(
+            matches!(verdict, EventVerdict::Fail(ErrorClass::RateLimited, _)),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn retry_after_in_every_form() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(
+            parse_retry_after(Some("7"), None, now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after(Some(" 1.5 "), None, now),
+            Some(Duration::from_millis(1500))
+        );
+        // OpenAI's and Azure's millisecond header wins.
+        assert_eq!(
+            parse_retry_after(Some("2"), Some("1250"), now),
+            Some(Duration::from_millis(1250))
+        );
+        // An HTTP date: the time left until it (none if past).
+        assert_eq!(
+            parse_retry_after(Some("Sun, 06 Nov 1994 08:49:37 GMT"), None, now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after(Some("Sun, 06 Nov 1994 08:49:00 GMT"), None, now),
+            Some(Duration::ZERO)
+        );
+        // Capped, and nonsense is no header.
+        assert_eq!(
+            parse_retry_after(Some("86400"), None, now),
+            Some(RETRY_AFTER_CAP)
+        );
+        assert_eq!(parse_retry_after(Some("soon"), None, now), None);
+        assert_eq!(parse_retry_after(Some("-3"), None, now), None);
+        assert_eq!(parse_retry_after(None, None, now), None);
     }
 
     #[test]

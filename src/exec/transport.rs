@@ -53,6 +53,8 @@ impl std::fmt::Debug for Transport {
 pub(crate) enum Response {
     Http1 {
         status: u16,
+        /// A refusal's `Retry-After` (read only off non-2xx answers).
+        retry_after: Option<std::time::Duration>,
         body: Incoming,
         /// The connection, handed back to the pool once the body has ended.
         conn: Option<(Arc<Http1Pool>, Sender)>,
@@ -91,6 +93,16 @@ impl Response {
         match self {
             Response::Http1 { status, .. } => *status,
             Response::Http2(r) => r.status().as_u16(),
+        }
+    }
+
+    /// How long a refusal asked the client to wait (`Retry-After`, or
+    /// `retry-after-ms`); `None` on a success or without the header.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Response::Http1 { retry_after, .. } => *retry_after,
+            Response::Http2(r) if !r.status().is_success() => retry_after_of(r.headers()),
+            Response::Http2(_) => None,
         }
     }
 
@@ -279,9 +291,16 @@ impl Http1Pool {
             Err(e) => return Err(no_response(&e, reused)),
         };
         let (parts, body) = response.into_parts();
+        // Only a refusal's headers are read: a success costs no lookup.
+        let retry_after = if parts.status.is_success() {
+            None
+        } else {
+            retry_after_of(&parts.headers)
+        };
         Ok(Sent {
             response: Response::Http1 {
                 status: parts.status.as_u16(),
+                retry_after,
                 body,
                 conn: Some((Arc::clone(self), sender)),
             },
@@ -289,6 +308,17 @@ impl Http1Pool {
             resent_at,
         })
     }
+}
+
+/// `retry-after-ms` (OpenAI, Azure: milliseconds) or `Retry-After`
+/// (seconds or an HTTP date), read now.
+pub(crate) fn retry_after_of(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    super::stream::parse_retry_after(
+        text("retry-after"),
+        text("retry-after-ms"),
+        std::time::SystemTime::now(),
+    )
 }
 
 async fn handshake<T>(io: T) -> Result<Sender, SendFailure>

@@ -206,17 +206,24 @@ pub fn simulate(
         context_window: target.context_window.clone(),
         shard: None,
         shards: Vec::new(),
+        dialect: None,
     }));
     let mut sim = Sim::new(target, run, source, concurrency.is_some(), sink);
     let outcome = sim.run(concurrency, arrivals, cancelled);
     let footer = FooterPlan {
-        measure_from_ms,
+        // An early stop judges every call the run made (see `exec::runner`).
+        measure_from_ms: if outcome.stopped_early.is_some() {
+            0.0
+        } else {
+            measure_from_ms
+        },
         window_end: outcome.window_end,
         arrivals_ms: outcome.arrivals_ms,
         inflight_samples: std::mem::take(&mut sim.inflight_samples),
         interrupted: outcome.interrupted,
         finished_at: journal::rfc3339_utc(SystemTime::now()),
         connections_opened: None,
+        stopped_early: outcome.stopped_early,
     };
     Ok((footer, std::mem::take(&mut sim.scrapes)))
 }
@@ -311,6 +318,7 @@ struct Outcome {
     window_end: WindowEnd,
     arrivals_ms: Option<Vec<f64>>,
     interrupted: bool,
+    stopped_early: Option<crate::exec::record::EarlyStop>,
 }
 
 fn ms(t: Duration) -> f64 {
@@ -349,6 +357,9 @@ struct Sim<'a> {
     inflight_samples: Vec<(f64, u32)>,
     next_scrape: Duration,
     scrapes: Vec<ScrapeRecord>,
+    /// The early-stop rule, as in real time.
+    fail_fast: super::runner::FailFast,
+    stopped_early: Option<crate::exec::record::EarlyStop>,
 }
 
 impl<'a> Sim<'a> {
@@ -403,6 +414,8 @@ impl<'a> Sim<'a> {
             inflight_samples: Vec::new(),
             next_scrape: Duration::ZERO,
             scrapes: Vec::new(),
+            fail_fast: super::runner::FailFast::default(),
+            stopped_early: None,
         }
     }
 
@@ -548,7 +561,11 @@ impl<'a> Sim<'a> {
                 ..
             }
         );
+        let stopped_early = self.stopped_early.take();
         let window_end = match self.run.stop {
+            _ if stopped_early.is_some() && !interrupted => {
+                WindowEnd::At(stopped_early.as_ref().map_or(0.0, |s| s.at_ms))
+            }
             StopRule::Duration(_) if replays_trace && schedule_exhausted && !interrupted => {
                 WindowEnd::LastMeasuredCompletion
             }
@@ -569,6 +586,7 @@ impl<'a> Sim<'a> {
             window_end,
             arrivals_ms,
             interrupted,
+            stopped_early,
         }
     }
 
@@ -754,7 +772,7 @@ impl<'a> Sim<'a> {
         call.replica = Some(replica);
         if let Err(e) = self.engines[replica].submit(request, self.now) {
             let detail = format!("HTTP 400 Bad Request: {e}");
-            let class = crate::exec::stream::http_error_class(400, &detail);
+            let class = crate::exec::stream::http_error_class(400, &detail, false);
             self.end_call(id, Some((class, detail)), Some(400));
         }
     }
@@ -906,7 +924,12 @@ impl<'a> Sim<'a> {
                 .get(&call.task)
                 .and_then(|t| t.task.class.as_ref())
                 .map(|c| c.name.to_string()),
+            retry_after_ms: None,
         };
+        if let Some(stop) = self.fail_fast.observe(&record, completed_ms) {
+            self.stopped_early = Some(stop);
+            self.stop();
+        }
         self.emit(JournalLine::Request(record));
 
         let Some(state) = self.tasks.get_mut(&call.task) else {
@@ -1024,7 +1047,7 @@ fn refused(refusal: &Refusal) -> (ErrorClass, String, u16) {
             };
             let message = refusal.message();
             (
-                crate::exec::stream::http_error_class(status, &message),
+                crate::exec::stream::http_error_class(status, &message, false),
                 format!("HTTP {text}: {message}"),
                 status,
             )

@@ -87,6 +87,16 @@ pub struct CardPlan {
 }
 
 impl CardPlan {
+    /// The first run the card plans (its sweep's, else its open runs'):
+    /// what a preflight's call is shaped as.
+    pub fn first_run(&self) -> Option<&RunPlan> {
+        self.closed.first().or(match &self.open {
+            OpenPlan::None => None,
+            OpenPlan::Grid { runs } => runs.first(),
+            OpenPlan::Search { template, .. } => Some(template),
+        })
+    }
+
     /// Expected and bound wall time; a plan.json without a bound gives its
     /// expected time for both.
     pub fn wall_time(&self) -> WallTime {

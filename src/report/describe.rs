@@ -25,6 +25,36 @@ fn value_words(value: f64, quantity: Quantity) -> String {
     }
 }
 
+/// The request dialect a preflight settled, in one line: what every call
+/// sent and where output tokens were counted from.
+pub fn dialect(d: &crate::exec::Dialect) -> String {
+    let mut fields = vec![format!("`{}`", d.length_field)];
+    if d.force_length {
+        fields.push("`ignore_eos` + `min_tokens`".into());
+    }
+    fields.push(if d.stream_usage {
+        "`stream_options` (usage in the stream)".into()
+    } else {
+        "no `stream_options`".into()
+    });
+    let counted = match d.output_tokens_from {
+        crate::exec::TokenSource::Usage => "the server's usage",
+        crate::exec::TokenSource::Tokenizer => "the target's tokenizer",
+        crate::exec::TokenSource::Chunks => "streamed chunks (approximate)",
+    };
+    let how = if d.settled.is_empty() {
+        "accepted as sent"
+    } else {
+        "settled by the preflight"
+    };
+    format!(
+        "{}; output tokens from {counted}; {how} ({} preflight call{})",
+        fields.join(", "),
+        d.preflight_calls,
+        if d.preflight_calls == 1 { "" } else { "s" }
+    )
+}
+
 /// A distribution in words: `lognormal median 600 σ 0.6 [16..8192]`,
 /// `exponential mean 4 s`, `uniform 1..6`.
 pub fn dist_words(dist: &Dist, quantity: Quantity) -> String {

@@ -9,7 +9,7 @@
 //! cannot accidentally turn "not measured" into 0.
 
 pub(crate) mod chart;
-mod describe;
+pub mod describe;
 pub mod format;
 mod render;
 mod view;
@@ -24,6 +24,7 @@ pub use chart::{Chart, charts};
 pub use render::{
     CARD_TEMPLATE_NAME, SUMMARY_TEMPLATE_NAME, Templates, render_card, render_summary,
 };
+pub use view::{merged_details, quote};
 
 /// The `schema` value this version reads and writes.
 pub const RESULTS_SCHEMA: &str = "capcard/results/v1";

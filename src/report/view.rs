@@ -64,6 +64,10 @@ pub struct ConditionsView {
     pub load_generator_warning: Option<String>,
     /// `"8192 tokens (sim preset ...)"`; `None`: unknown.
     pub context_window: Option<String>,
+    /// What the preflight settled, in one line, and its sentences; `None`
+    /// without a preflight.
+    pub dialect: Option<String>,
+    pub dialect_settled: Vec<String>,
     /// How the workload compares with it, when it can exceed it.
     pub context_fit: Option<String>,
     /// Arrival process label as stored (`"poisson"`), and in words.
@@ -238,6 +242,30 @@ pub struct ErrorClassRow {
     pub mode: String,
     pub class: String,
     pub count: u64,
+    /// The most frequent messages of this class, in the server's words:
+    /// `HTTP 400 ×26,256: "Unrecognized request argument supplied: …"`.
+    pub quotes: Vec<String>,
+}
+
+/// Runs the early-stop rule ended: their first calls all failed alike.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoppedEarlyView {
+    pub run_ids: Vec<String>,
+    /// The first such run's stop, in words: `the first 20 calls all failed
+    /// with http-status 400: "…"`.
+    pub first: String,
+    pub rule: String,
+}
+
+/// Runs capped by a provider's rate limit.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateLimitedView {
+    pub run_ids: Vec<String>,
+    /// Refused calls (429) and all measured calls of those runs.
+    pub refused_calls: u64,
+    pub calls: u64,
+    /// The most frequent refusal, quoted.
+    pub quote: Option<String>,
 }
 
 /// A count of failed calls of one error class.
@@ -338,6 +366,10 @@ pub struct CardView {
     pub frontier_dense: Option<String>,
     /// Shown under Status and first in the Reading. `None`: every run valid.
     pub invalid: Option<InvalidRunsView>,
+    /// Runs the early-stop rule ended; `None`: none.
+    pub stopped_early: Option<StoppedEarlyView>,
+    /// Runs a provider's quota capped; `None`: none.
+    pub rate_limited: Option<RateLimitedView>,
     /// Calls the server refused for context length; `None`: none were.
     pub context_rejections: Option<ContextRejectionsView>,
     /// Runs with prefix-cache hits the workload does not explain (it declares
@@ -772,6 +804,9 @@ fn sizing_views(card: &Card, modes: &ModeTags) -> Vec<SizingView> {
         .collect()
 }
 
+/// How many messages the card quotes per class and mode.
+const QUOTES_PER_CLASS: usize = 3;
+
 fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
     let mut rows = Vec::new();
     for (mode, runs) in [("closed", &card.closed), ("open", &card.open)] {
@@ -781,6 +816,7 @@ fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
                 *by_class.entry(class.as_str()).or_default() += count;
             }
         }
+        let details = merged_details(runs);
         rows.extend(
             by_class
                 .into_iter()
@@ -789,10 +825,103 @@ fn error_rows(card: &Card) -> Vec<ErrorClassRow> {
                     mode: mode.to_string(),
                     class: class.to_string(),
                     count,
+                    quotes: details
+                        .iter()
+                        .filter(|d| d.class == class)
+                        .take(QUOTES_PER_CLASS)
+                        .map(quote)
+                        .collect(),
                 }),
         );
     }
     rows
+}
+
+/// The runs' failure messages, the same message of several runs added up,
+/// most frequent first.
+pub fn merged_details<'a>(
+    runs: impl IntoIterator<Item = &'a RunSummary>,
+) -> Vec<crate::analyze::ErrorDetail> {
+    let mut merged: Vec<crate::analyze::ErrorDetail> = Vec::new();
+    for run in runs {
+        for d in &run.error_details {
+            match merged.iter_mut().find(|m| {
+                m.class == d.class && m.http_status == d.http_status && m.detail == d.detail
+            }) {
+                Some(m) => m.count += d.count,
+                None => merged.push(d.clone()),
+            }
+        }
+    }
+    merged.sort_by(|a, b| b.count.cmp(&a.count));
+    merged
+}
+
+/// `http-status 400 ×26,256: "Unrecognized request argument supplied: …"`.
+pub fn quote(d: &crate::analyze::ErrorDetail) -> String {
+    let detail = d
+        .detail
+        .strip_prefix("HTTP ")
+        .and_then(|rest| rest.split_once(": "))
+        .map_or(d.detail.as_str(), |(_, message)| message);
+    format!(
+        "{}{} ×{}: \"{}\"",
+        d.class,
+        d.http_status
+            .filter(|s| *s != 200)
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default(),
+        super::format::num(d.count as f64, 0),
+        // Quoted inside markdown tables: a pipe would end the cell.
+        detail.replace('|', "\\|").replace('\n', " ")
+    )
+}
+
+fn stopped_early(card: &Card) -> Option<StoppedEarlyView> {
+    let runs: Vec<&RunSummary> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter(|s| s.stopped_early.is_some())
+        .collect();
+    let stop = runs.first()?.stopped_early.as_ref()?;
+    Some(StoppedEarlyView {
+        run_ids: runs.iter().map(|s| s.run_id.clone()).collect(),
+        first: format!(
+            "its first {} calls all failed with {}{}{}",
+            stop.calls,
+            stop.class.as_str(),
+            stop.http_status
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default(),
+            stop.detail
+                .as_ref()
+                .map(|d| format!(": \"{d}\""))
+                .unwrap_or_default()
+        ),
+        rule: stop.rule.clone(),
+    })
+}
+
+fn rate_limited(card: &Card) -> Option<RateLimitedView> {
+    let runs: Vec<&RunSummary> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter(|s| s.rate_limited_calls > 0)
+        .collect();
+    if runs.is_empty() {
+        return None;
+    }
+    Some(RateLimitedView {
+        run_ids: runs.iter().map(|s| s.run_id.clone()).collect(),
+        refused_calls: runs.iter().map(|s| s.rate_limited_calls).sum(),
+        calls: runs.iter().map(|s| s.requests + s.errors).sum(),
+        quote: merged_details(runs.iter().copied())
+            .iter()
+            .find(|d| d.class == "rate-limited")
+            .map(quote),
+    })
 }
 
 /// Hit rates above this in a workload that declares no reuse are flagged.
@@ -1005,6 +1134,12 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .as_ref()
             .map(|w| format!("{} tokens, prompt + output ({})", w.tokens, w.source)),
         context_fit: info.context_fit.clone(),
+        dialect: info.dialect.as_ref().map(super::describe::dialect),
+        dialect_settled: info
+            .dialect
+            .as_ref()
+            .map(|d| d.settled.clone())
+            .unwrap_or_default(),
         cost_per_hour: info.cost_per_hour,
         currency: info.currency.clone(),
         arrival: card.arrival.clone(),
@@ -1100,6 +1235,8 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
                 .join(", ")
         }),
         invalid: invalid_runs(card),
+        stopped_early: stopped_early(card),
+        rate_limited: rate_limited(card),
         context_rejections: context_rejections(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,

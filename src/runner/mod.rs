@@ -87,6 +87,18 @@ pub enum RunError {
         url: String,
         message: String,
     },
+    #[error(
+        "target `{target}` refused capcard's first call, so nothing was measured ({calls} call{} sent): {conclusion}\n  the server said: {quote}",
+        if *calls == 1 { "" } else { "s" }
+    )]
+    #[diagnostic(code(capcard::preflight), help("{help}"))]
+    Refused {
+        target: String,
+        calls: u32,
+        quote: String,
+        conclusion: String,
+        help: String,
+    },
     #[error("could not start the simulated engine for target `{target}`: {message}")]
     #[diagnostic(code(capcard::sim))]
     Sim { target: String, message: String },
@@ -136,6 +148,10 @@ pub struct RunOutcome {
     pub written: folder::Written,
     /// Runs where most calls failed (not measurements): `capcard run` exits 4.
     pub invalid_runs: Vec<String>,
+    /// The most frequent failure of the invalid runs, quoted.
+    pub top_failure: Option<String>,
+    /// Runs a provider's quota capped (warned about; not an exit code).
+    pub rate_limited_runs: Vec<String>,
 }
 
 impl RunOutcome {
@@ -171,6 +187,10 @@ struct LiveTarget {
     /// The model's window: declared (sim preset, `max-context`) or reported
     /// by the server at the start.
     context_window: Option<plan::context::ContextWindow>,
+    /// What the preflight settled; `None` before it, or in virtual time.
+    dialect: Option<exec::Dialect>,
+    /// The model ids `GET /models` listed (for the preflight's did-you-mean).
+    listed_models: Vec<String>,
 }
 
 /// How often the server's `/metrics` is scraped during a run.
@@ -250,7 +270,16 @@ pub async fn run(
         };
         let prepared = match virtual_target(target, &experiment, request.virtual_time)? {
             Some(virtual_target) => prepare_virtual(target, virtual_target),
-            None => prepare_target(target, &experiment, log).await?,
+            None => {
+                let mut prepared = prepare_target(target, &experiment, log).await?;
+                let nonce = crate::workload::mix(content_nonce, PREFLIGHT_STREAM);
+                if let Err(e) = preflight(&mut prepared, &experiment, card, nonce, log).await {
+                    shut_down(live).await;
+                    shut_down(BTreeMap::from([(target.name.clone(), prepared)])).await;
+                    return Err(e);
+                }
+                prepared
+            }
         };
         let _ = writeln!(
             log,
@@ -307,11 +336,7 @@ pub async fn run(
                 log,
             )
             .await;
-            for (_, target) in live {
-                if let Some(server) = target.sim {
-                    server.shutdown().await;
-                }
-            }
+            // No sim to shut down: shard modes refuse sim targets.
             return shards::timetable_outcome(outcome, &folder, *part, &cancel, log);
         }
         Some(ShardMode::Coordinator { count, listen }) => {
@@ -370,11 +395,7 @@ pub async fn run(
         }
     };
 
-    for (_, target) in live {
-        if let Some(server) = target.sim {
-            server.shutdown().await;
-        }
-    }
+    shut_down(live).await;
 
     let interrupted = cancel.is_cancelled();
     let status = match &outcome {
@@ -390,18 +411,220 @@ pub async fn run(
             dir: folder.dir.clone(),
         });
     }
-    let invalid_runs = report_model
-        .cards
-        .iter()
-        .flat_map(|c| c.closed.iter().chain(&c.open))
+    let runs = || {
+        report_model
+            .cards
+            .iter()
+            .flat_map(|c| c.closed.iter().chain(&c.open))
+    };
+    let invalid_runs = runs()
         .filter(|s| s.invalid)
+        .map(|s| s.run_id.clone())
+        .collect();
+    let top_failure = crate::report::merged_details(runs().filter(|s| s.invalid))
+        .first()
+        .map(crate::report::quote);
+    let rate_limited_runs = runs()
+        .filter(|s| s.rate_limited_calls > 0)
         .map(|s| s.run_id.clone())
         .collect();
     Ok(RunOutcome {
         dir: folder.dir.clone(),
         written,
         invalid_runs,
+        top_failure,
+        rate_limited_runs,
     })
+}
+
+/// What `capcard check --probe` found for one target.
+#[derive(Debug)]
+pub struct ProbeReport {
+    pub target: String,
+    /// The preflight's dialect, or why the target cannot be measured.
+    pub outcome: Result<ProbeFindings, RunError>,
+}
+
+/// What a target accepts, as the preflight and the start-up probes found.
+#[derive(Debug)]
+pub struct ProbeFindings {
+    pub base_url: String,
+    pub model: String,
+    pub listed_models: Vec<String>,
+    pub context_window: Option<String>,
+    pub telemetry: String,
+    pub prompts: String,
+    pub dialect: Option<exec::Dialect>,
+}
+
+/// `capcard check --probe`: every target of the file prepared and
+/// preflighted exactly as `capcard run` would, and nothing measured.
+/// Targets are probed one by one, each failure reported on its own.
+pub async fn probe(
+    path: &Path,
+    log: &mut (dyn Write + Send),
+) -> Result<Vec<ProbeReport>, RunError> {
+    let (_, experiment) = load_source(path)?;
+    let plan = plan::build(&experiment);
+    let mut reports = Vec::new();
+    for target in &experiment.targets {
+        let Some(card) = plan.cards.iter().find(|c| c.target == target.name) else {
+            continue;
+        };
+        if virtual_target(target, &experiment, false)?.is_some() {
+            reports.push(ProbeReport {
+                target: target.name.clone(),
+                outcome: Err(RunError::Usage(
+                    format!(
+                        "target `{}` runs in virtual time: there is no server to probe",
+                        target.name
+                    ),
+                    None,
+                )),
+            });
+            continue;
+        }
+        let outcome = async {
+            let mut prepared = prepare_target(target, &experiment, log).await?;
+            let nonce = crate::workload::mix(fresh_nonce(), PREFLIGHT_STREAM);
+            let preflighted = preflight(&mut prepared, &experiment, card, nonce, log).await;
+            let findings = ProbeFindings {
+                base_url: prepared.endpoint.base_url.clone(),
+                model: prepared.endpoint.model.clone(),
+                listed_models: prepared.listed_models.clone(),
+                context_window: prepared
+                    .context_window
+                    .as_ref()
+                    .map(|w| format!("{} tokens ({})", w.tokens, w.source)),
+                telemetry: match (&prepared.metrics_url, &prepared.telemetry_off) {
+                    (Some(url), _) => format!("scraped from {url}"),
+                    (None, Some(why)) => why.clone(),
+                    (None, None) => "off".to_string(),
+                },
+                prompts: match (
+                    &prepared.token_ids,
+                    &prepared.token_id_refusal,
+                    &prepared.words,
+                ) {
+                    (Some(r), _, _) => format!("token ids {}..={} (exact lengths)", r.min, r.max),
+                    (None, Some(why), _) => format!("text (token-id prompts refused: {why})"),
+                    (None, None, Some(words)) => format!(
+                        "text of {} words the server's tokenizer counts as one token each",
+                        words.len()
+                    ),
+                    (None, None, None) => "text sized by words (approximate)".to_string(),
+                },
+                dialect: prepared.dialect.clone(),
+            };
+            shut_down(BTreeMap::from([(target.name.clone(), prepared)])).await;
+            preflighted.map(|()| findings)
+        }
+        .await;
+        reports.push(ProbeReport {
+            target: target.name.clone(),
+            outcome,
+        });
+    }
+    Ok(reports)
+}
+
+/// Stop the simulators among `live` (endpoints need nothing).
+async fn shut_down(live: BTreeMap<String, LiveTarget>) {
+    for (_, target) in live {
+        if let Some(server) = target.sim {
+            server.shutdown().await;
+        }
+    }
+}
+
+/// Mixed into the content nonce for the preflight's prompt: shaped as the
+/// runs' calls are, but never one of them, so the server's prefix cache
+/// gives no run a head start.
+const PREFLIGHT_STREAM: u64 = 0x5052_4546_4C54; // "PREFLT"
+
+/// The preflight of `target` with `card`'s first call, shaped as the runs
+/// will send it: the target's body options are replaced by what the
+/// preflight settled, and the dialect is kept for every run's header. A
+/// refusal stops everything before a run starts.
+async fn preflight(
+    target: &mut LiveTarget,
+    experiment: &Experiment,
+    card: &CardPlan,
+    nonce: u64,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let Some(run) = card.first_run() else {
+        return Ok(());
+    };
+    let mut classes = Vec::new();
+    let Some(sends) = card_sends(experiment, card, &mut classes) else {
+        return Ok(());
+    };
+    let inputs = run_inputs(
+        &target.endpoint,
+        (target.token_ids, target.words.clone()),
+        target.tokenizer.clone(),
+        sends,
+        run,
+        nonce,
+    );
+    let task = inputs.source.task(0);
+    let Some(call) = task.spec.first_call() else {
+        return Ok(());
+    };
+    let prompt = inputs.source.render(call);
+    let class = task.class.as_deref();
+    let model = class
+        .and_then(|c| c.model.as_deref())
+        .unwrap_or(&target.endpoint.model)
+        .to_string();
+    let api = target.endpoint.api;
+    let output = call.output_tokens;
+    let priority = class.and_then(|c| c.priority);
+    let render = |options: &exec::BodyOptions| {
+        exec::request::build_call_body(api, &model, &prompt, output, options, priority)
+    };
+    let outcome = exec::preflight::run(
+        &target.endpoint,
+        &card.target,
+        &render,
+        output,
+        &target.listed_models,
+        target.tokenizer.is_some(),
+    )
+    .await
+    .map_err(|e| RunError::Exec {
+        run_id: format!("{} preflight", card.target),
+        message: e.to_string(),
+    })?;
+    match outcome {
+        exec::preflight::Outcome::Accepted { dialect, options } => {
+            let _ = writeln!(
+                log,
+                "  preflight: {} call{}, {}",
+                dialect.preflight_calls,
+                if dialect.preflight_calls == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                crate::report::describe::dialect(&dialect)
+            );
+            for line in &dialect.settled {
+                let _ = writeln!(log, "    {line}");
+            }
+            target.endpoint.body = options;
+            target.dialect = Some(dialect);
+            Ok(())
+        }
+        exec::preflight::Outcome::Refused { refusal, calls } => Err(RunError::Refused {
+            target: card.target.clone(),
+            calls,
+            quote: refusal.quote,
+            conclusion: refusal.conclusion,
+            help: refusal.help,
+        }),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -426,22 +649,15 @@ async fn drive(
         discard_records: true,
         context_window: None,
         shard: None,
+        dialect: None,
     };
     for card in &selected.cards {
         let Some(target) = live.get(&card.target) else {
             continue;
         };
-        let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
-        let classes: Vec<ClassStream<'_>>;
-        let workload = match &card.mix {
-            Some(mix) => {
-                classes = class_streams(experiment, mix);
-                Sends::Mix(&classes)
-            }
-            None => match experiment.workload(&card.workload) {
-                Some(workload) => Sends::Workload(workload, trace),
-                None => continue,
-            },
+        let mut classes = Vec::new();
+        let Some(workload) = card_sends(experiment, card, &mut classes) else {
+            continue;
         };
         let _ = writeln!(log, "card {} × {}", card.target, card.workload);
         warn_context_overflow(experiment, card, target, log);
@@ -631,7 +847,7 @@ async fn execute(
     let t0 = options
         .shard
         .as_ref()
-        .map(|s| shards::instant_of(s.start_at));
+        .map(|s| exec::runner::instant_of(s.start_at));
     let scraper = start_scraper(folder, target, &run.id, t0);
     let inputs = run_inputs(
         &target.endpoint,
@@ -644,6 +860,7 @@ async fn execute(
     let mut options = options.clone();
     options.telemetry_off.clone_from(&target.telemetry_off);
     options.context_window.clone_from(&target.context_window);
+    options.dialect.clone_from(&target.dialect);
     if let Some(reset) = target.cache_reset {
         options.prefix_cache_reset = exec::client::post_admin(
             &target.endpoint.base_url,
@@ -962,6 +1179,25 @@ enum Sends<'a> {
     Mix(&'a [ClassStream<'a>]),
 }
 
+/// What `card`'s runs send; `classes` holds a mix's class streams for as
+/// long as the sends borrow them. `None`: the card's workload is gone.
+fn card_sends<'a>(
+    experiment: &'a Experiment,
+    card: &CardPlan,
+    classes: &'a mut Vec<ClassStream<'a>>,
+) -> Option<Sends<'a>> {
+    match &card.mix {
+        Some(mix) => {
+            *classes = class_streams(experiment, mix);
+            Some(Sends::Mix(classes))
+        }
+        None => {
+            let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
+            Some(Sends::Workload(experiment.workload(&card.workload)?, trace))
+        }
+    }
+}
+
 /// The class streams of a mix card, in class order.
 fn class_streams<'a>(experiment: &'a Experiment, mix: &plan::MixPlan) -> Vec<ClassStream<'a>> {
     mix.classes
@@ -1225,10 +1461,7 @@ async fn prepare_target(
             timeout: target.timeout,
             http2: target.http2,
             headers,
-            body: exec::BodyOptions {
-                force_length: target.force_length,
-                extra: target.extra_body.clone(),
-            },
+            body: exec::BodyOptions::for_target(target),
         },
         sim: server,
         metrics_url,
@@ -1241,6 +1474,8 @@ async fn prepare_target(
         telemetry_off,
         virtual_target: None,
         context_window,
+        dialect: None,
+        listed_models: models.ids.clone(),
     })
 }
 
@@ -1377,10 +1612,7 @@ fn virtual_target(
         faults: faults.clone(),
         seed: experiment.seed,
         api: target.api,
-        body: exec::BodyOptions {
-            force_length: target.force_length,
-            extra: target.extra_body.clone(),
-        },
+        body: exec::BodyOptions::for_target(target),
         timeout: target.timeout,
         network_overhead: serving.network_overhead,
         context_window: plan::context::declared_window(target),
@@ -1435,6 +1667,8 @@ fn prepare_virtual(
         telemetry_off: None,
         context_window: virtual_target.context_window.clone(),
         virtual_target: Some(virtual_target),
+        dialect: None,
+        listed_models: Vec::new(),
     }
 }
 
@@ -1579,7 +1813,7 @@ pub fn select(
 }
 
 fn default_out_dir(experiment: &Experiment) -> PathBuf {
-    let stamp = utc_stamp();
+    let stamp = crate::time::utc_stamp(std::time::SystemTime::now());
     PathBuf::from("results").join(format!("{}-{stamp}", sanitize(&experiment.name)))
 }
 
@@ -1595,46 +1829,9 @@ fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// `YYYYMMDD-HHMMSS` in UTC, without a date crate.
-fn utc_stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(20_788), (2026, 12, 1));
-    }
 
     #[test]
     fn extension_is_its_own_run_within_the_budget() {

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Invocation, LiveTarget, RunError, RunOutcome, RunRequest, Sends, ShardMode, class_streams,
-    describe_run, execute, prepare_target, run_inputs, start_scraper,
+    Invocation, LiveTarget, RunError, RunOutcome, RunRequest, ShardMode, card_sends, describe_run,
+    execute, prepare_target, run_inputs, start_scraper,
 };
 use crate::config::{Experiment, TargetKind};
 use crate::exec::{self, RunOptions, ShardClock, ShardRun, record::Journal};
@@ -141,15 +141,6 @@ pub(super) fn default_out_dir(base: PathBuf, mode: Option<&ShardMode>) -> PathBu
     }
 }
 
-/// `t` (this host's clock) as a runtime instant, for timers and scrapers.
-pub(super) fn instant_of(t: SystemTime) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    match t.duration_since(SystemTime::now()) {
-        Ok(ahead) => now + ahead,
-        Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
-    }
-}
-
 fn describe_part(run: &RunPlan, part: ShardPart) -> String {
     match run.load {
         Load::Concurrency { concurrency } => format!(
@@ -208,7 +199,6 @@ pub(super) async fn drive_timetable(
         exec::journal::rfc3339_utc(start_at),
         crate::plan::human_duration(starts.last().map_or(0.0, |d| d.as_secs_f64()))
     );
-    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
     for ((card, run), offset) in runs.iter().zip(starts) {
         if cancel.is_cancelled() {
             return Ok(());
@@ -216,16 +206,9 @@ pub(super) async fn drive_timetable(
         let Some(target) = live.get(&card.target) else {
             continue;
         };
-        let classes;
-        let sends = match &card.mix {
-            Some(mix) => {
-                classes = class_streams(experiment, mix);
-                Sends::Mix(&classes)
-            }
-            None => match experiment.workload(&card.workload) {
-                Some(workload) => Sends::Workload(workload, trace),
-                None => continue,
-            },
+        let mut classes = Vec::new();
+        let Some(sends) = card_sends(experiment, card, &mut classes) else {
+            continue;
         };
         let run_start = start_at + offset;
         let options = RunOptions {
@@ -284,6 +267,8 @@ pub(super) fn timetable_outcome(
         dir: folder.dir.clone(),
         written: Default::default(),
         invalid_runs: Vec::new(),
+        top_failure: None,
+        rate_limited_runs: Vec::new(),
     })
 }
 
@@ -364,7 +349,12 @@ pub(super) async fn execute_sharded(
         None => None,
     };
     let (seq, start_at) = coordinator.publish(run, reset);
-    let scraper = start_scraper(folder, target, &run.id, Some(instant_of(start_at)));
+    let scraper = start_scraper(
+        folder,
+        target,
+        &run.id,
+        Some(exec::runner::instant_of(start_at)),
+    );
     let collected = coordinator.collect(seq, &options.cancel).await;
     if let Some(scraper) = scraper {
         scraper.stop().await;
@@ -451,6 +441,8 @@ pub(super) async fn serve_shard(
         }
         if let Some(target) = experiment.target(&card.target) {
             let mut prepared = prepare_target(target, experiment, log).await?;
+            let nonce = crate::workload::mix(u64::from(part.index), super::PREFLIGHT_STREAM);
+            super::preflight(&mut prepared, experiment, card, nonce, log).await?;
             // The coordinator scrapes the server.
             prepared.metrics_url = None;
             live.insert(target.name.clone(), prepared);
@@ -473,7 +465,6 @@ pub(super) async fn serve_shard(
         part.label(),
         folder.runs().display()
     );
-    let trace = experiment.open.as_ref().and_then(|o| o.trace.as_ref());
     let invocation = Invocation {
         resuming: false,
         content_nonce: welcome.content_nonce,
@@ -502,6 +493,8 @@ pub(super) async fn serve_shard(
                     dir: folder.dir.clone(),
                     written: Default::default(),
                     invalid_runs: Vec::new(),
+                    top_failure: None,
+                    rate_limited_runs: Vec::new(),
                 });
             }
             Some(Assignment::Run {
@@ -524,16 +517,9 @@ pub(super) async fn serve_shard(
             );
             continue;
         };
-        let classes;
-        let sends = match &card.mix {
-            Some(mix) => {
-                classes = class_streams(experiment, mix);
-                Sends::Mix(&classes)
-            }
-            None => match experiment.workload(&card.workload) {
-                Some(workload) => Sends::Workload(workload, trace),
-                None => continue,
-            },
+        let mut classes = Vec::new();
+        let Some(sends) = card_sends(experiment, card, &mut classes) else {
+            continue;
         };
         // Measured before every run: clocks drift over an experiment.
         let offset = client.clock_offset().await.map_err(unreachable)?;
@@ -561,6 +547,7 @@ pub(super) async fn serve_shard(
                     start_lag_ms: 0.0,
                 },
             }),
+            dialect: target.dialect.clone(),
         };
         let _ = writeln!(
             log,

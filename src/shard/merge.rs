@@ -167,6 +167,7 @@ pub fn merge_footers(footers: &[RunFooter]) -> Option<RunFooter> {
             .unwrap_or(&first.finished_at)
             .to_string(),
         connections_opened,
+        stopped_early: None,
     })
 }
 
@@ -443,6 +444,7 @@ mod tests {
             context_window: None,
             shard: Some(clock(index, count)),
             shards: Vec::new(),
+            dialect: None,
         }
     }
 
@@ -468,6 +470,7 @@ mod tests {
             http_status: None,
             reconnects: 0,
             class: None,
+            retry_after_ms: None,
         }
     }
 
@@ -480,6 +483,7 @@ mod tests {
             interrupted: false,
             finished_at: format!("2026-12-02T00:00:{:02}.000000Z", to as u64 / 1000),
             connections_opened: Some(offered),
+            stopped_early: None,
         }
     }
 

@@ -126,6 +126,15 @@ impl TaskSpec {
             TaskSpec::Agent { steps } => steps.iter().map(|s| s.calls.len()).sum(),
         }
     }
+
+    /// The task's first call, if it has one.
+    pub fn first_call(&self) -> Option<&CallSpec> {
+        match self {
+            TaskSpec::Single(call) => Some(call),
+            TaskSpec::Conversation { turns } => turns.first().map(|t| &t.call),
+            TaskSpec::Agent { steps } => steps.first().and_then(|s| s.calls.first()),
+        }
+    }
 }
 
 /// The generator behind every workload draw: a named algorithm

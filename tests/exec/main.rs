@@ -166,6 +166,7 @@ fn quiet() -> RunOptions {
         discard_records: false,
         context_window: None,
         shard: None,
+        dialect: None,
     }
 }
 
@@ -299,8 +300,15 @@ async fn ttft_and_itl_match_the_servers_script() {
         serde_json::json!([{"role": "user", "content": "hello"}])
     );
     assert_eq!(
-        (body["max_tokens"].as_u64(), body["min_tokens"].as_u64()),
+        (
+            body["max_completion_tokens"].as_u64(),
+            body["min_tokens"].as_u64()
+        ),
         (Some(10), Some(10))
+    );
+    assert!(
+        body.get("max_tokens").is_none(),
+        "chat sends the current name only"
     );
     assert_eq!(body["ignore_eos"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
@@ -751,6 +759,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         discard_records: false,
         context_window: None,
         shard: None,
+        dialect: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

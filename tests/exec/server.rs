@@ -169,7 +169,11 @@ async fn respond(
     let arrived = Instant::now();
     let number = state.requests.fetch_add(1, Ordering::SeqCst);
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    let max_tokens = request["max_tokens"].as_u64().unwrap_or(4) as u32;
+    // Chat's current name first, as servers read it.
+    let max_tokens = request["max_completion_tokens"]
+        .as_u64()
+        .or(request["max_tokens"].as_u64())
+        .unwrap_or(4) as u32;
     state.bodies.lock().unwrap().push(request);
     if let Some(auth) = headers.get("authorization") {
         state

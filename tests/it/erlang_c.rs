@@ -177,6 +177,7 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
             context_window: None,
             shard: None,
             shards: Vec::new(),
+            dialect: None,
         }),
         requests,
         tasks: vec![],
@@ -188,6 +189,7 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
             interrupted: false,
             finished_at: "2026-01-01T02:00:00Z".into(),
             connections_opened: None,
+            stopped_early: None,
         }),
     }
 }
@@ -218,6 +220,7 @@ fn record(task: u64, scheduled_ms: f64, wait_ms: f64, service_ms: f64) -> Reques
         http_status: Some(200),
         reconnects: 0,
         class: None,
+        retry_after_ms: None,
     }
 }
 

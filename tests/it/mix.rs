@@ -127,6 +127,7 @@ fn record(
         http_status: Some(200),
         reconnects: 0,
         class: Some(class.to_string()),
+        retry_after_ms: None,
     }
 }
 
@@ -191,6 +192,7 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
             context_window: None,
             shard: None,
             shards: Vec::new(),
+            dialect: None,
         }),
         requests,
         tasks: vec![],
@@ -202,6 +204,7 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
             interrupted: false,
             finished_at: "2026-01-01T03:00:00Z".into(),
             connections_opened: None,
+            stopped_early: None,
         }),
     }
 }

@@ -117,6 +117,12 @@ fn closed_figures(card: &Card) -> (Option<u32>, Option<[u32; 2]>) {
     )
 }
 
+/// A loopback address no one listens on, for a coordinator.
+fn free_loopback_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
 /// A server for the test: the tiny simulated engine on an ephemeral port,
 /// on a runtime of its own that lives as long as the returned guard.
 fn serve() -> (tokio::runtime::Runtime, String) {
@@ -265,11 +271,7 @@ fn coordinated_shards_search_cr_open_together() {
     let one = tmp.path().join("one");
     run_ok(&["--nonce", "9"], &file, &one);
 
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let listen = format!("127.0.0.1:{port}");
+    let listen = free_loopback_addr();
     let merged = tmp.path().join("merged");
     let coordinator = spawn(
         &["--nonce", "9", "--coordinate", "2", "--listen", &listen],
@@ -392,11 +394,7 @@ fn a_lost_shard_stops_the_coordinator_with_the_run_incomplete() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("sharded.kdl");
     std::fs::write(&file, experiment(&url, "rates 20")).unwrap();
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let listen = format!("127.0.0.1:{port}");
+    let listen = free_loopback_addr();
     let merged = tmp.path().join("merged");
     let coordinator = spawn(
         &["--only", "closed", "--coordinate", "2", "--listen", &listen],
