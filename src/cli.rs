@@ -218,6 +218,25 @@ pub enum Command {
         /// least-loaded or prefix-affinity.
         #[arg(long, default_value = "round-robin", value_name = "POLICY", value_parser = parse_router)]
         router: crate::config::SimRouter,
+        /// Refuse body fields that OpenAI's API does not define (HTTP 400
+        /// "Unrecognized request argument supplied"), as hosted APIs and
+        /// strict gateways do; by default they are ignored, as vLLM does.
+        #[arg(long)]
+        strict: bool,
+        /// Refuse this field even if OpenAI defines it, as the server
+        /// family known to refuse it says so (`stream_options`: TGI's 422;
+        /// `max_tokens`: OpenAI's reasoning-model 400); repeatable.
+        #[arg(long = "refuse-field", value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        refused_fields: Vec<String>,
+        /// Accept this field and silently drop it, as a server that does not
+        /// know it (e.g. `max_completion_tokens`); repeatable.
+        #[arg(long = "ignore-field", value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        ignored_fields: Vec<String>,
+        /// Rate-limit the generation calls, N/s or N/min (e.g. 30/min): a
+        /// token bucket of N, refilled continuously; an empty one answers
+        /// HTTP 429 with Retry-After.
+        #[arg(long, value_name = "N/s|N/min", value_parser = parse_rate_limit)]
+        rate_limit: Option<crate::sim::RateLimit>,
     },
     /// Write the Kubernetes objects that run an experiment sharded over
     /// pods, as YAML for `kubectl apply -f`.
@@ -282,6 +301,12 @@ fn parse_instant(text: &str) -> Result<std::time::SystemTime, String> {
     crate::profile::read::rfc3339_seconds(text)
         .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s.max(0.0)))
         .ok_or_else(|| format!("`{text}` is not an RFC 3339 instant (e.g. 2026-12-02T10:00:00Z)"))
+}
+
+/// `--rate-limit`: `30/min`, `5/s`.
+fn parse_rate_limit(text: &str) -> Result<crate::sim::RateLimit, String> {
+    text.parse()
+        .map_err(|e: crate::sim::RateLimitError| e.to_string())
 }
 
 /// `--router`: a [`SimRouter`](crate::config::SimRouter) by its KDL name.

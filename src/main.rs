@@ -192,6 +192,10 @@ fn main() -> ExitCode {
             adapters,
             replicas,
             router,
+            strict,
+            refused_fields,
+            ignored_fields,
+            rate_limit,
         } => {
             if list {
                 print!("{}", sim::presets::describe_all());
@@ -202,6 +206,12 @@ fn main() -> ExitCode {
                     c.with_adapters(adapters)
                         .with_replicas(replicas)
                         .with_router(router)
+                        .with_dialect(sim::SimDialect {
+                            strict,
+                            refused_fields,
+                            ignored_fields,
+                            rate_limit,
+                        })
                 }) {
                     Ok(c) => c,
                     Err(message) => {

@@ -35,6 +35,22 @@
 //! Endpoints, as vLLM serves them: `GET /v1/models`, `GET /health`,
 //! `GET /metrics`, `POST /v1/completions` (prompt as text or token ids) and
 //! `POST /v1/chat/completions`, streaming or not.
+//!
+//! Dialects ([`SimConfig::dialect`], `capcard sim --strict`,
+//! `--refuse-field`, `--ignore-field`, `--rate-limit`): by default the
+//! server accepts and ignores unknown fields as vLLM does; it can instead
+//! play a stricter server (hosted APIs, gateways, TGI, Ollama), so that a
+//! client negotiating the request dialect can be tested without one. On
+//! the two `POST` endpoints, before the engine sees a call: first the rate
+//! limit, a token bucket answering HTTP 429 with `Retry-After` (whole
+//! seconds, at least 1) and OpenAI's `rate_limit_exceeded` body; then the
+//! fields, refused in the wording of the family known to refuse them
+//! (OpenAI's 400 "Unrecognized request argument supplied: …" for fields it
+//! does not define, TGI's axum/serde 422 for `stream_options`, OpenAI's
+//! reasoning-model 400 for `max_tokens`), and ignored fields dropped
+//! unread; then the normal parse. [`SimServer`] counts the calls received,
+//! let through and refused either way, so a test can assert how many calls
+//! a client sent. The bodies are built in [`super::dialect`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -53,6 +69,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::cluster;
+use super::dialect::{FieldRefusal, RateLimited, SimDialect, TokenBucket};
 use super::engine::{Emitted, Engine, EngineRequest, RequestId};
 use super::kv::block_hashes;
 use super::metrics::{EngineMetrics, render};
@@ -223,12 +240,29 @@ struct AppState {
     /// The base model then the adapters: the names a call may ask for.
     served: Vec<String>,
     faults: crate::config::SimFaults,
+    dialect: SimDialect,
+    /// The dialect's rate limit, if any, on the clock of `started`.
+    bucket: Option<Mutex<TokenBucket>>,
+    started: Instant,
+    calls: Arc<CallCounters>,
     seed: u64,
     replicas: Vec<Replica>,
     routing: Mutex<Routing>,
     /// Request ids, unique across replicas.
     next_id: AtomicU64,
     created: u64,
+}
+
+/// The generation calls (`POST /v1/completions`, `/v1/chat/completions`)
+/// and what the dialect did with them, for tests that count a client's
+/// calls.
+#[derive(Debug, Default)]
+struct CallCounters {
+    received: AtomicU64,
+    rate_limited: AtomicU64,
+    /// Let through by the rate limit (they may still be refused after).
+    admitted: AtomicU64,
+    field_refused: AtomicU64,
 }
 
 /// One engine as the HTTP layer sees it.
@@ -331,12 +365,37 @@ pub struct SimServer {
     stop_http: oneshot::Sender<()>,
     http: tokio::task::JoinHandle<Result<(), std::io::Error>>,
     drivers: Vec<std::thread::JoinHandle<()>>,
+    calls: Arc<CallCounters>,
 }
 
 impl SimServer {
     /// The OpenAI base URL, e.g. `http://127.0.0.1:41234/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Generation calls received so far (`POST /v1/completions` and
+    /// `/v1/chat/completions`), whatever their outcome: rate-limited,
+    /// refused for their fields or by the normal parse, failed or served.
+    pub fn calls_received(&self) -> u64 {
+        self.calls.received.load(Ordering::Relaxed)
+    }
+
+    /// Calls answered HTTP 429 by the dialect's rate limit.
+    pub fn rate_limited_calls(&self) -> u64 {
+        self.calls.rate_limited.load(Ordering::Relaxed)
+    }
+
+    /// Calls the rate limit let through (all of them without one); they
+    /// may still be refused for their fields or by the normal parse.
+    pub fn calls_admitted(&self) -> u64 {
+        self.calls.admitted.load(Ordering::Relaxed)
+    }
+
+    /// Calls refused by the dialect for their fields (`strict`,
+    /// `refused_fields`), before the normal parse.
+    pub fn field_refused_calls(&self) -> u64 {
+        self.calls.field_refused.load(Ordering::Relaxed)
     }
 
     /// Step-lateness statistics so far, over every replica's steps (`None`
@@ -470,6 +529,9 @@ pub(crate) fn merge_rendered(texts: &[String]) -> String {
 /// Binds `addr` (`127.0.0.1:0` for an ephemeral port) and serves in the
 /// background on the current tokio runtime.
 pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, SimError> {
+    if let Some(limit) = &config.dialect.rate_limit {
+        limit.check()?;
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| SimError::Bind { addr, source })?;
@@ -522,6 +584,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
         Vec::new()
     };
     let served_name = config.preset.model.served_name.to_string();
+    let calls = Arc::new(CallCounters::default());
     let state = Arc::new(AppState {
         model: served_name.clone(),
         adapters: config.adapters.clone(),
@@ -530,6 +593,13 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
             .collect(),
         preset: config.preset,
         faults: config.faults,
+        bucket: config
+            .dialect
+            .rate_limit
+            .map(|limit| Mutex::new(TokenBucket::new(limit))),
+        dialect: config.dialect,
+        started: Instant::now(),
+        calls: calls.clone(),
         seed: config.seed,
         replicas: commands
             .iter()
@@ -569,6 +639,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
         stop_http: stop_tx,
         http,
         drivers,
+        calls,
     })
 }
 
@@ -837,8 +908,61 @@ impl Framer {
     }
 }
 
+/// The dialect's refusals, in the order a gateway applies them: quota,
+/// then fields. `None` lets the call through to the normal parse.
+fn dialect_gate(s: &AppState, api: Api, body: &[u8]) -> Option<Response> {
+    s.calls.received.fetch_add(1, Ordering::Relaxed);
+    if let Some(bucket) = &s.bucket {
+        let now = s.started.elapsed();
+        let taken = bucket
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(now);
+        if let Err(limited) = taken {
+            s.calls.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Some(rate_limited(&limited));
+        }
+    }
+    s.calls.admitted.fetch_add(1, Ordering::Relaxed);
+    if let Err(refusal) = s.dialect.check_fields(api, body) {
+        s.calls.field_refused.fetch_add(1, Ordering::Relaxed);
+        return Some(field_refused(&refusal));
+    }
+    None
+}
+
+fn json_response(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn field_refused(refusal: &FieldRefusal) -> Response {
+    json_response(refusal.status(), refusal.body())
+}
+
+fn rate_limited(limited: &RateLimited) -> Response {
+    let mut response = json_response(limited.status(), limited.body());
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(limited.retry_after_s()),
+    );
+    response
+}
+
 async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
-    let call = match parse_call(api, body, &s.preset, &s.served) {
+    if let Some(refused) = dialect_gate(&s, api, body) {
+        return refused;
+    }
+    let body = s.dialect.strip_ignored(body);
+    let call = match parse_call(api, &body, &s.preset, &s.served) {
         Ok(call) => call,
         Err(refusal) => return refused(refusal),
     };

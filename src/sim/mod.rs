@@ -6,7 +6,9 @@
 //! KV cache via [`kv`], token sampling) never reads a clock and is driven by
 //! explicit time stamps; [`cost`] turns a batch into a duration;
 //! [`presets`] holds the published figures; [`knobs`] applies a target's
-//! serving knobs to a preset; [`cluster`] routes requests among replicas.
+//! serving knobs to a preset; [`cluster`] routes requests among replicas;
+//! [`dialect`] decides what a server stricter than vLLM refuses, and when
+//! its rate limit answers 429 (on an explicit clock).
 //! Only [`http`] touches the network and the wall clock, replaying the
 //! engines' steps in real time.
 //!
@@ -23,6 +25,7 @@
 
 pub mod cluster;
 pub mod cost;
+pub mod dialect;
 pub mod engine;
 pub mod http;
 pub mod knobs;
@@ -35,6 +38,7 @@ pub mod tokenize;
 use std::net::SocketAddr;
 
 pub use cluster::Router;
+pub use dialect::{RateLimit, RateLimitError, SimDialect};
 pub use engine::{Engine, EngineRequest, FinishReason, RequestId, StepOutput, SubmitError};
 pub use http::{LatenessSummary, SimServer, serve, start};
 pub use knobs::KnobError;
@@ -59,6 +63,10 @@ pub struct SimConfig {
     pub replicas: u32,
     /// How requests are spread over the replicas.
     pub router: SimRouter,
+    /// Which fields the HTTP server refuses or ignores, and its rate limit
+    /// (default: vLLM's, every field accepted, no limit). The virtual-time
+    /// executor ignores it.
+    pub dialect: SimDialect,
 }
 
 impl SimConfig {
@@ -71,6 +79,7 @@ impl SimConfig {
             adapters: Vec::new(),
             replicas: 1,
             router: SimRouter::default(),
+            dialect: SimDialect::default(),
         }
     }
 
@@ -128,6 +137,12 @@ impl SimConfig {
         self.router = router;
         self
     }
+
+    /// Play a stricter server than vLLM (see [`SimDialect`]).
+    pub fn with_dialect(mut self, dialect: SimDialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
 }
 
 /// Why the simulator could not start or keep serving.
@@ -137,6 +152,8 @@ pub enum SimError {
     UnknownPreset { name: String, known: String },
     #[error(transparent)]
     Knobs(#[from] KnobError),
+    #[error("the simulator's rate limit: {0}")]
+    RateLimit(#[from] RateLimitError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,

@@ -16,6 +16,7 @@ mod profile;
 mod report;
 mod shards;
 mod sim;
+mod sim_dialect;
 mod support;
 mod telemetry;
 mod tokenizer;
