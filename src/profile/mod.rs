@@ -4,7 +4,8 @@
 //!
 //! [`read`] parses each log into requests (no prompt text kept), [`profile`]
 //! pools them and fits: [`fit`] for the distributions and arrivals,
-//! [`reuse`] for shared prefixes. [`kdl`] writes the result as a runnable
+//! [`reuse`] for shared prefixes; [`times`] decides, and states, the unit
+//! of every time field. [`kdl`] writes the result as a runnable
 //! experiment, [`Profile::to_json`] as `capcard/profile/v1`, and [`report`]
 //! as a markdown report with charts. Reading files is the caller's job
 //! ([`load`], at the edge).
@@ -31,6 +32,7 @@ pub mod load;
 pub mod read;
 pub mod report;
 pub mod reuse;
+pub mod times;
 
 use std::collections::BTreeMap;
 
