@@ -159,6 +159,11 @@ pub enum Command {
         /// Tokens per hash-id block (Mooncake publishes 512).
         #[arg(long, default_value_t = 512)]
         block_tokens: u32,
+        /// Read numeric timestamps in this unit instead of judging it (from
+        /// the key, the format, an epoch's size or a relative clock's span;
+        /// see the README). RFC 3339 times and capcard journals say their own.
+        #[arg(long, value_enum, value_name = "s|ms")]
+        time_unit: Option<TimeUnitArg>,
     },
     /// Fit the simulator to a real results folder's closed sweep: prints
     /// measured against simulated figures level by level, and a `target`
@@ -316,6 +321,22 @@ fn parse_router(text: &str) -> Result<crate::config::SimRouter, String> {
         let known: Vec<&str> = SimRouter::ALL.iter().map(|r| r.as_str()).collect();
         format!("unknown router `{text}` (known: {})", known.join(", "))
     })
+}
+
+/// `--time-unit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimeUnitArg {
+    S,
+    Ms,
+}
+
+impl From<TimeUnitArg> for crate::profile::times::TimeUnit {
+    fn from(arg: TimeUnitArg) -> Self {
+        match arg {
+            TimeUnitArg::S => Self::S,
+            TimeUnitArg::Ms => Self::Ms,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -133,11 +133,13 @@ fn main() -> ExitCode {
             report,
             name,
             block_tokens,
+            time_unit,
         } => profile_cmd(
             capcard::profile::load::ProfileRequest {
                 logs,
                 block_tokens,
                 name,
+                time_unit: time_unit.map(Into::into),
             },
             out.as_deref(),
             json,
@@ -313,6 +315,15 @@ fn profile_cmd(
         Ok(output) => output,
         Err(e) => return fail(e, 1),
     };
+    // On screen whatever goes to stdout: a misread unit scales every rate.
+    for source in &output.profile.sources {
+        if let Some(times) = source.times_statement() {
+            eprintln!("times: {}: {times}", source.path);
+        }
+    }
+    for warning in output.profile.warnings() {
+        eprintln!("warning: {warning}");
+    }
     if let Some(path) = out {
         if let Err(e) = load::write(path, &output.experiment) {
             return fail(e, 1);

@@ -51,6 +51,14 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
          // Takes about what `capcard plan` says against a real server, and seconds\n\
          // on the simulated placeholder with `--virtual`.\n",
     );
+    for source in &profile.sources {
+        if let Some(times) = source.times_statement() {
+            let _ = writeln!(out, "// Times in {}: {times}.", source.path);
+        }
+    }
+    for warning in profile.warnings() {
+        let _ = writeln!(out, "// Warning: {warning}.");
+    }
     for note in &profile.notes {
         let _ = writeln!(out, "// Note: {note}.");
     }

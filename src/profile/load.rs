@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::read::{Log, read_log};
+use super::times::TimeUnit;
 use super::{Profile, Samples, kdl, profile, report};
 use crate::workload::dataset::DatasetError;
 
@@ -36,6 +37,8 @@ pub struct ProfileRequest {
     pub block_tokens: u32,
     /// Name of the workload and experiment written.
     pub name: String,
+    /// `--time-unit`: the unit of numeric timestamps, instead of the rule.
+    pub time_unit: Option<TimeUnit>,
 }
 
 /// The profile and its renderings.
@@ -59,6 +62,7 @@ pub fn run(request: &ProfileRequest) -> Result<ProfileOutput, ProfileError> {
             &text,
             &path.display().to_string(),
             request.block_tokens,
+            request.time_unit,
         )?);
     }
     let (profile, samples) = profile(&logs);
@@ -151,13 +155,22 @@ fn report_input(output: &ProfileOutput) -> report::ReportInput {
                 if !skipped.is_empty() {
                     line.push_str(&format!(" ({})", skipped.join(", ")));
                 }
+                if let Some(times) = src.times_statement() {
+                    line.push_str(&format!("; times: {times}"));
+                }
                 line
             })
             .collect(),
         lengths,
         arrivals: s.arrivals_s.clone(),
         arrival_fit: p.arrival.clone(),
-        notes: p.notes.clone(),
+        // A possible misreading of time first: every rate depends on it.
+        notes: p
+            .warnings()
+            .into_iter()
+            .map(|w| format!("**Warning**: {w}"))
+            .chain(p.notes.iter().cloned())
+            .collect(),
         fragment_kdl: Some(output.experiment.clone()),
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! [`read`] parses each log into requests (no prompt text kept), [`profile`]
 //! pools them and fits: [`fit`] for the distributions and arrivals,
-//! [`reuse`] for shared prefixes. [`kdl`] writes the result as a runnable
+//! [`reuse`] for shared prefixes; [`times`] decides, and states, the unit
+//! of every time field. [`kdl`] writes the result as a runnable
 //! experiment, [`Profile::to_json`] as `capcard/profile/v1`, and [`report`]
 //! as a markdown report with charts. Reading files is the caller's job
 //! ([`load`], at the edge).
@@ -31,6 +32,7 @@ pub mod load;
 pub mod read;
 pub mod report;
 pub mod reuse;
+pub mod times;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,7 @@ use crate::config::DistKind;
 use fit::{ArrivalFit, LengthFit};
 use read::{Log, LogFormat};
 use reuse::{BlockedPrompt, PrefixReuse};
+use times::TimeField;
 
 /// The JSON schema name of [`Profile::to_json`].
 pub const SCHEMA: &str = "capcard/profile/v1";
@@ -56,6 +59,22 @@ pub struct Source {
     pub requests: usize,
     /// `(count, why)` of records left out.
     pub skipped: Vec<(usize, &'static str)>,
+    /// How its time fields were read.
+    pub times: Vec<TimeField>,
+}
+
+impl Source {
+    /// `` `timestamp` in ms (why); `latency_ms` in ms (why) ``, or `None`
+    /// for a log without times.
+    pub fn times_statement(&self) -> Option<String> {
+        (!self.times.is_empty()).then(|| {
+            self.times
+                .iter()
+                .map(TimeField::statement)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
 }
 
 /// Multi-turn structure.
@@ -262,6 +281,7 @@ pub fn profile(logs: &[Log]) -> (Profile, Samples) {
                 format: l.format,
                 requests: l.records.len(),
                 skipped: l.skipped.clone(),
+                times: l.times.clone(),
             })
             .collect(),
         requests: logs.iter().map(|l| l.records.len()).sum(),
@@ -347,6 +367,18 @@ impl Profile {
         }
     }
 
+    /// Every time field that may be misread, as `path: warning`.
+    pub fn warnings(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .flat_map(|s| {
+                s.times
+                    .iter()
+                    .filter_map(move |t| t.warning.as_ref().map(|w| format!("{}: {w}", s.path)))
+            })
+            .collect()
+    }
+
     /// The profile as `capcard/profile/v1` JSON.
     pub fn to_json(&self) -> Value {
         json!({
@@ -356,6 +388,7 @@ impl Profile {
                 "format": s.format,
                 "requests": s.requests,
                 "skipped": s.skipped.iter().map(|(n, why)| json!({"count": n, "why": why})).collect::<Vec<_>>(),
+                "times": s.times,
             })).collect::<Vec<_>>(),
             "requests": self.requests,
             "input_tokens": self.input_tokens.as_ref().map(length_json),
@@ -386,6 +419,7 @@ impl Profile {
                 "think_time_excludes_answer": s.think_time_excludes_answer,
             })),
             "notes": self.notes,
+            "warnings": self.warnings(),
         })
     }
 }
@@ -437,6 +471,7 @@ mod tests {
             format: LogFormat::RequestLog,
             records,
             skipped: Vec::new(),
+            times: Vec::new(),
         }
     }
 
@@ -522,5 +557,45 @@ mod tests {
         }
         assert!(json["sessions"].is_null());
         assert!(json["prefix"].is_null(), "no blocks: reuse unknown");
+        assert_eq!(json["sources"][0]["times"], json!([]));
+        assert_eq!(json["warnings"], json!([]));
+    }
+
+    #[test]
+    fn time_units_and_their_warnings_are_in_the_json_and_named_by_file() {
+        let mut read = log(Vec::new());
+        let stamps: Vec<f64> = (0..100).map(|i| f64::from(i) * 250.0).collect();
+        read.times = vec![
+            times::arrival_field("timestamp", &stamps, None),
+            times::TimeField::latency("latency_ms"),
+        ];
+        let (profile, _) = profile(&[read]);
+        let json = profile.to_json();
+        let time = &json["sources"][0]["times"][0];
+        assert_eq!(time["field"], "timestamp");
+        assert_eq!(time["role"], "arrival");
+        assert_eq!(time["unit"], "ms");
+        assert_eq!(time["rule"], "relative");
+        assert_eq!(time["readings"][1]["unit"], "ms");
+        assert_eq!(time["readings"][1]["mean_rps"], 4.0);
+        assert!(
+            time["why"]
+                .as_str()
+                .unwrap()
+                .starts_with("relative whole numbers")
+        );
+        assert_eq!(json["sources"][0]["times"][1]["rule"], "key");
+        assert!(json["sources"][0]["times"][1]["warning"].is_null());
+        let warnings = profile.warnings();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("test.jsonl: `timestamp` names no unit"));
+        assert_eq!(json["warnings"][0], warnings[0].as_str());
+        assert_eq!(
+            profile.sources[0].times_statement().unwrap(),
+            format!(
+                "{}; `latency_ms` in ms (the key ends in `_ms`)",
+                profile.sources[0].times[0].statement()
+            )
+        );
     }
 }

@@ -21,10 +21,13 @@
 //!
 //! Field names are looked up at the top level, then under `request`, `body`
 //! and `response` (for logs that store the OpenAI request and response):
-//! - time: `timestamp`, `time`, `created`, `created_at`, `start_time`,
-//!   `arrival_time`, `ts` — an RFC 3339 string, or a number of seconds
-//!   (milliseconds when the key ends in `_ms` or the number is at least
-//!   10¹¹, an epoch in milliseconds);
+//! - time: `timestamp`, `timestamp_ms`, `timestamp_s`, `time`, `time_ms`,
+//!   `time_s`, `created`, `created_at`, `start_time`, `arrival_time`, `ts`,
+//!   `ts_ms` —
+//!   an RFC 3339 string, or a number whose unit, seconds or milliseconds, is
+//!   decided once per key and file by the rule of [`super::times`] (the
+//!   key's suffix, an epoch's size, else the span of a relative clock,
+//!   warned about) and stated in [`Log::times`];
 //! - input tokens: `input_tokens`, `prompt_tokens`, `usage.prompt_tokens`,
 //!   `usage.input_tokens`; else counted from `prompt` or `messages` (one
 //!   word = one token, as for datasets);
@@ -33,8 +36,14 @@
 //!   `completion`/`output`/`response` text or `choices[0]`'s content;
 //! - optional: a session (`session_id`, `conversation_id`, `session`,
 //!   `conversation`, `thread_id`, `chat_id`), `hash_ids`, and the latency
-//!   (`latency_ms`, `e2e_ms`, `duration_ms`, or `latency`/`duration` in
-//!   seconds), which lets think time exclude the answer's own time.
+//!   (`latency_ms`, `e2e_ms`, `duration_ms`, or `latency`/`latency_s`/
+//!   `duration` in seconds), which lets think time exclude the answer's own
+//!   time.
+//!
+//! The formats with a clock of their own fix its unit: Mooncake's
+//! `timestamp` is milliseconds, BurstGPT's seconds, a journal's
+//! `scheduled_ms` milliseconds. `--time-unit` overrides every numeric
+//! timestamp but a journal's.
 //!
 //! # Prefix blocks
 //!
@@ -48,6 +57,7 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::Value;
 
+use super::times::{self, TimeField, TimeRole, TimeUnit};
 use crate::workload::dataset::{self, DatasetError, EntryPrompt, approx_tokens};
 use crate::workload::trace;
 
@@ -87,6 +97,8 @@ pub struct Log {
     /// Records left out, and why (failed calls, conversations without an
     /// exchange), in words.
     pub skipped: Vec<(usize, &'static str)>,
+    /// How each time field was read: arrivals first, then latencies.
+    pub times: Vec<TimeField>,
 }
 
 /// One request as a profile sees it.
@@ -112,8 +124,13 @@ pub struct LogRecord {
 }
 
 /// Parse one log file's text; `origin` names it in errors. `block_tokens`
-/// is the size of a Mooncake hash-id block.
-pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetError> {
+/// is the size of a Mooncake hash-id block; `time_unit` is `--time-unit`.
+pub fn read_log(
+    text: &str,
+    origin: &str,
+    block_tokens: u32,
+    time_unit: Option<TimeUnit>,
+) -> Result<Log, DatasetError> {
     let first = text.trim_start().chars().next();
     let bad = |line: usize, message: String| DatasetError::BadRecord {
         origin: origin.to_string(),
@@ -134,7 +151,7 @@ pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, Data
             if head.get("kind").and_then(Value::as_str) == Some("run") {
                 journal(text, origin)?
             } else if head.get("input_length").is_some() && head.get("output_length").is_some() {
-                mooncake(text, origin, block_tokens)?
+                mooncake(text, origin, block_tokens, time_unit)?
             } else if head.get("conversations").is_some() {
                 sharegpt(text, origin)?
             } else {
@@ -147,12 +164,7 @@ pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, Data
                         .map_err(|e| bad(number + 1, format!("not a JSON object: {e}")))?;
                     records.push(request_record(&value).map_err(|m| bad(number + 1, m))?);
                 }
-                Log {
-                    origin: origin.to_string(),
-                    format: LogFormat::RequestLog,
-                    records,
-                    skipped: Vec::new(),
-                }
+                request_log(origin, records, time_unit)
             }
         }
         Some('[') => {
@@ -171,16 +183,17 @@ pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, Data
                         request_record(v).map_err(|m| bad(1, format!("record {}: {m}", i + 1)))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Log {
-                    origin: origin.to_string(),
-                    format: LogFormat::RequestLog,
-                    records,
-                    skipped: Vec::new(),
-                }
+                request_log(origin, records, time_unit)
             }
         }
         Some(_) => {
             let parsed = trace::parse_trace(text, origin)?;
+            let time = by_format(
+                "timestamp column",
+                TimeUnit::S,
+                "BurstGPT records seconds",
+                time_unit,
+            );
             Log {
                 origin: origin.to_string(),
                 format: LogFormat::BurstGpt,
@@ -188,13 +201,15 @@ pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, Data
                     .rows
                     .iter()
                     .map(|row| LogRecord {
-                        timestamp_s: Some(row.timestamp_ms / 1000.0),
+                        // The trace holds the column's seconds × 1000.
+                        timestamp_s: Some(time.seconds(row.timestamp_ms / 1000.0)),
                         input_tokens: row.input_tokens,
                         output_tokens: Some(row.output_tokens),
                         ..LogRecord::default()
                     })
                     .collect(),
                 skipped: Vec::new(),
+                times: vec![time],
             }
         }
     };
@@ -207,8 +222,29 @@ pub fn read_log(text: &str, origin: &str, block_tokens: u32) -> Result<Log, Data
     Ok(log)
 }
 
-fn mooncake(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetError> {
+/// The time field of a format that fixes its unit, unless `--time-unit`
+/// says otherwise.
+fn by_format(field: &str, unit: TimeUnit, why: &str, forced: Option<TimeUnit>) -> TimeField {
+    let own = TimeField::by_format(field, TimeRole::Arrival, unit, why);
+    match forced {
+        Some(unit) => TimeField::forced(own, unit),
+        None => own,
+    }
+}
+
+fn mooncake(
+    text: &str,
+    origin: &str,
+    block_tokens: u32,
+    time_unit: Option<TimeUnit>,
+) -> Result<Log, DatasetError> {
     let parsed = trace::parse_trace(text, origin)?;
+    let time = by_format(
+        "timestamp",
+        TimeUnit::Ms,
+        "Mooncake traces record milliseconds",
+        time_unit,
+    );
     Ok(Log {
         origin: origin.to_string(),
         format: LogFormat::Mooncake,
@@ -216,7 +252,7 @@ fn mooncake(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetE
             .rows
             .into_iter()
             .map(|row| LogRecord {
-                timestamp_s: Some(row.timestamp_ms / 1000.0),
+                timestamp_s: Some(time.seconds(row.timestamp_ms)),
                 input_tokens: row.input_tokens,
                 output_tokens: Some(row.output_tokens),
                 blocks_are_hash_ids: !row.hash_ids.is_empty(),
@@ -226,6 +262,7 @@ fn mooncake(text: &str, origin: &str, block_tokens: u32) -> Result<Log, DatasetE
             })
             .collect(),
         skipped: Vec::new(),
+        times: vec![time],
     })
 }
 
@@ -277,6 +314,7 @@ fn sharegpt(text: &str, origin: &str) -> Result<Log, DatasetError> {
         } else {
             Vec::new()
         },
+        times: Vec::new(),
     })
 }
 
@@ -327,6 +365,20 @@ fn journal(text: &str, origin: &str) -> Result<Log, DatasetError> {
             ..LogRecord::default()
         });
     }
+    // capcard wrote these keys itself: `--time-unit` does not apply.
+    let times = [
+        records
+            .iter()
+            .any(|r| r.timestamp_s.is_some())
+            .then(|| times::arrival_field("scheduled_ms", &[], None)),
+        records
+            .iter()
+            .any(|r| r.latency_s.is_some())
+            .then(|| TimeField::latency("e2e_ms")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Ok(Log {
         origin: origin.to_string(),
         format: LogFormat::CapcardJournal,
@@ -336,18 +388,23 @@ fn journal(text: &str, origin: &str) -> Result<Log, DatasetError> {
         } else {
             Vec::new()
         },
+        times,
     })
 }
 
-const TIME_KEYS: [&str; 8] = [
+const TIME_KEYS: [&str; 12] = [
     "timestamp",
     "timestamp_ms",
+    "timestamp_s",
     "time",
+    "time_ms",
+    "time_s",
     "created",
     "created_at",
     "start_time",
     "arrival_time",
     "ts",
+    "ts_ms",
 ];
 const INPUT_KEYS: [&str; 4] = [
     "input_tokens",
@@ -392,24 +449,100 @@ fn lookup<'v>(value: &'v Value, keys: &[&'static str]) -> Option<(&'v Value, &'s
     None
 }
 
-/// `(key, seconds per unit)`.
-const LATENCY_KEYS: [(&str, f64); 6] = [
-    ("latency_ms", 1e-3),
-    ("e2e_ms", 1e-3),
-    ("duration_ms", 1e-3),
-    ("latency", 1.0),
-    ("latency_s", 1.0),
-    ("duration", 1.0),
+/// In order of preference; each read in the unit its key names (seconds
+/// when it names none).
+const LATENCY_KEYS: [&str; 6] = [
+    "latency_ms",
+    "e2e_ms",
+    "duration_ms",
+    "latency",
+    "latency_s",
+    "duration",
 ];
 
+/// A request's time as the log wrote it: a number waits for its file's
+/// unit (see [`super::times`]), a string is already seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoggedTime {
+    Number(f64),
+    Rfc3339Seconds(f64),
+}
+
+/// One record of a request log before its file's time unit is known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    /// `timestamp_s` is set only for an RFC 3339 time.
+    pub record: LogRecord,
+    /// The key of the time, and the time.
+    pub time: Option<(&'static str, LoggedTime)>,
+    /// The key the latency was found under.
+    pub latency_key: Option<&'static str>,
+}
+
+/// The records of one request log, their numeric times read in the unit
+/// [`times::arrival_field`] decides for each key over the whole file.
+pub fn request_log(origin: &str, parsed: Vec<RequestRecord>, time_unit: Option<TimeUnit>) -> Log {
+    // Keys in order of first appearance (a log has one, as a rule).
+    let mut numbers: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    let mut strings: Vec<&'static str> = Vec::new();
+    let mut latencies: Vec<&'static str> = Vec::new();
+    for p in &parsed {
+        match p.time {
+            Some((key, LoggedTime::Number(t))) => match numbers.iter_mut().find(|(k, _)| *k == key)
+            {
+                Some((_, values)) => values.push(t),
+                None => numbers.push((key, vec![t])),
+            },
+            Some((key, LoggedTime::Rfc3339Seconds(_))) if !strings.contains(&key) => {
+                strings.push(key);
+            }
+            _ => {}
+        }
+        if let Some(key) = p.latency_key.filter(|k| !latencies.contains(k)) {
+            latencies.push(key);
+        }
+    }
+    let numeric: Vec<TimeField> = numbers
+        .iter()
+        .map(|(key, values)| times::arrival_field(key, values, time_unit))
+        .collect();
+    let records = parsed
+        .into_iter()
+        .map(|p| {
+            let mut record = p.record;
+            if let Some((key, LoggedTime::Number(t))) = p.time {
+                record.timestamp_s = numeric
+                    .iter()
+                    .find(|f| f.field == key)
+                    .map(|f| f.seconds(t));
+            }
+            record
+        })
+        .collect();
+    let mut fields = numeric;
+    fields.extend(strings.into_iter().map(TimeField::rfc3339));
+    fields.extend(latencies.into_iter().map(TimeField::latency));
+    Log {
+        origin: origin.to_string(),
+        format: LogFormat::RequestLog,
+        records,
+        skipped: Vec::new(),
+        times: fields,
+    }
+}
+
 /// One record of a request log (see the module doc for the fields).
-pub fn request_record(value: &Value) -> Result<LogRecord, String> {
+pub fn request_record(value: &Value) -> Result<RequestRecord, String> {
     if !value.is_object() {
         return Err("expected a JSON object".to_string());
     }
-    let timestamp_s = match lookup(value, &TIME_KEYS) {
+    let time = match lookup(value, &TIME_KEYS) {
         None => None,
-        Some((v, key)) => Some(timestamp_seconds(v, key)?),
+        Some((v, key)) => Some((key, logged_time(v, key)?)),
+    };
+    let timestamp_s = match time {
+        Some((_, LoggedTime::Rfc3339Seconds(s))) => Some(s),
+        _ => None,
     };
     let (words, prompt_words) = prompt_text(value)?;
     let input_tokens = match lookup(value, &INPUT_KEYS) {
@@ -433,11 +566,11 @@ pub fn request_record(value: &Value) -> Result<LogRecord, String> {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     });
-    let latency_s = LATENCY_KEYS.iter().find_map(|(key, scale)| {
+    let latency = LATENCY_KEYS.iter().find_map(|key| {
         lookup(value, &[*key])
             .and_then(|(v, _)| v.as_f64())
             .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|v| v * scale)
+            .map(|v| (*key, v * times::latency_unit(key).seconds_per_unit()))
     });
     let blocks_are_hash_ids = matches!(value.get("hash_ids"), Some(Value::Array(_)));
     let (prefix_blocks, tokens_per_block) = match value.get("hash_ids") {
@@ -462,15 +595,19 @@ pub fn request_record(value: &Value) -> Result<LogRecord, String> {
             TEXT_BLOCK_WORDS as f64 * f64::from(input_tokens) / prompt_words.max(1) as f64,
         ),
     };
-    Ok(LogRecord {
-        timestamp_s,
-        input_tokens,
-        output_tokens,
-        session,
-        latency_s,
-        prefix_blocks,
-        tokens_per_block,
-        blocks_are_hash_ids,
+    Ok(RequestRecord {
+        record: LogRecord {
+            timestamp_s,
+            input_tokens,
+            output_tokens,
+            session,
+            latency_s: latency.map(|(_, s)| s),
+            prefix_blocks,
+            tokens_per_block,
+            blocks_are_hash_ids,
+        },
+        time,
+        latency_key: latency.map(|(key, _)| key),
     })
 }
 
@@ -561,22 +698,16 @@ fn answer_text(value: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-fn timestamp_seconds(value: &Value, key: &str) -> Result<f64, String> {
+fn logged_time(value: &Value, key: &str) -> Result<LoggedTime, String> {
     match value {
-        Value::Number(n) => {
-            let t = n
-                .as_f64()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| format!("`{key}` must be a non-negative number"))?;
-            Ok(if key.ends_with("_ms") || t >= 1e11 {
-                t / 1000.0
-            } else {
-                t
-            })
-        }
-        Value::String(s) => rfc3339_seconds(s).ok_or_else(|| {
-            format!("`{key}` is neither a number of seconds nor an RFC 3339 time: {s:?}")
-        }),
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map(LoggedTime::Number)
+            .ok_or_else(|| format!("`{key}` must be a non-negative number")),
+        Value::String(s) => rfc3339_seconds(s)
+            .map(LoggedTime::Rfc3339Seconds)
+            .ok_or_else(|| format!("`{key}` is neither a number nor an RFC 3339 time: {s:?}")),
         other => Err(format!("`{key}` must be a number or a string, got {other}")),
     }
 }
@@ -698,7 +829,12 @@ mod tests {
         )
         .unwrap();
         let r = request_record(&flat).unwrap();
-        assert_eq!(r.timestamp_s, Some(1_700_000_000.5));
+        assert_eq!(
+            r.time,
+            Some(("timestamp", LoggedTime::Number(1_700_000_000.5)))
+        );
+        assert_eq!(r.latency_key, Some("latency_ms"));
+        let r = r.record;
         assert_eq!((r.input_tokens, r.output_tokens), (812, Some(95)));
         assert_eq!(r.session.as_deref(), Some("s1"));
         assert_eq!(r.latency_s, Some(1.5));
@@ -709,20 +845,108 @@ mod tests {
                 "response": {"usage": {"prompt_tokens": 9, "completion_tokens": 3}}}"#,
         )
         .unwrap();
-        let r = request_record(&nested).unwrap();
+        let r = request_record(&nested).unwrap().record;
         assert_eq!((r.input_tokens, r.output_tokens), (9, Some(3)));
-        assert!(r.timestamp_s.is_some());
+        assert_eq!(r.timestamp_s, Some(1_772_366_400.0));
+    }
 
-        // Epoch milliseconds are recognised by size or by the key.
-        let ms: Value =
-            serde_json::from_str(r#"{"timestamp": 1700000000500, "input_tokens": 4}"#).unwrap();
+    /// A request log of `times` (one field `key`), its arrivals in seconds
+    /// and how its time was read.
+    fn read_times(key: &str, times: &[f64], flag: Option<TimeUnit>) -> (Vec<f64>, TimeField) {
+        let text: String = times
+            .iter()
+            .map(|t| format!("{{\"{key}\": {t}, \"input_tokens\": 8, \"output_tokens\": 2}}\n"))
+            .collect();
+        let log = read_log(&text, "r.jsonl", 512, flag).unwrap();
+        let arrivals = log.records.iter().filter_map(|r| r.timestamp_s).collect();
+        (arrivals, log.times[0].clone())
+    }
+
+    #[test]
+    fn each_form_of_numeric_time_is_read_in_its_unit_and_says_why() {
+        use super::times::TimeRule;
+        let at = |start: f64, gap: f64| -> Vec<f64> {
+            (0..200).map(|i| start + gap * f64::from(i)).collect()
+        };
+        // Epoch seconds, epoch milliseconds, an `_ms` key: no warning.
+        let (s, field) = read_times("created", &at(1_700_000_000.0, 0.5), None);
+        assert_eq!((field.unit, field.rule), (TimeUnit::S, TimeRule::EpochS));
+        assert_eq!(s[1] - s[0], 0.5);
+        let (s, field) = read_times("timestamp", &at(1_700_000_000_000.0, 500.0), None);
+        assert_eq!((field.unit, field.rule), (TimeUnit::Ms, TimeRule::EpochMs));
+        assert_eq!(s[0], 1_700_000_000.0);
+        let (s, field) = read_times("timestamp_ms", &at(0.0, 2500.0), None);
+        assert_eq!((field.unit, field.rule), (TimeUnit::Ms, TimeRule::Key));
+        assert_eq!(s[1], 2.5);
+        assert!(field.warning.is_none());
+        // Relative seconds with fractions, relative whole milliseconds:
+        // judged, and warned about.
+        let (s, field) = read_times("time", &at(0.25, 0.5), None);
+        assert_eq!((field.unit, field.rule), (TimeUnit::S, TimeRule::Relative));
+        assert_eq!(s[1], 0.75);
+        assert!(field.warning.is_some());
+        let (s, field) = read_times("timestamp", &at(0.0, 500.0), None);
+        assert_eq!((field.unit, field.rule), (TimeUnit::Ms, TimeRule::Relative));
+        assert_eq!(s[1], 0.5);
+        assert!(field.warning.unwrap().contains("--time-unit s"));
+        // The flag decides, and the statement says so.
+        let (s, field) = read_times("timestamp", &at(0.0, 500.0), Some(TimeUnit::S));
+        assert_eq!(s[1], 500.0);
         assert_eq!(
-            request_record(&ms).unwrap().timestamp_s,
-            Some(1_700_000_000.5)
+            field.statement(),
+            "`timestamp` in s (as given by --time-unit)"
         );
-        let ms: Value =
-            serde_json::from_str(r#"{"timestamp_ms": 2500, "input_tokens": 4}"#).unwrap();
-        assert_eq!(request_record(&ms).unwrap().timestamp_s, Some(2.5));
+    }
+
+    #[test]
+    fn formats_with_a_clock_of_their_own_state_its_unit() {
+        use super::times::TimeRule;
+        let mooncake = "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [1]}\n\
+                        {\"timestamp\": 500, \"input_length\": 7, \"output_length\": 3, \"hash_ids\": [1]}\n";
+        let log = read_log(mooncake, "m.jsonl", 512, None).unwrap();
+        assert_eq!(log.times.len(), 1);
+        assert_eq!(
+            (log.times[0].unit, log.times[0].rule),
+            (TimeUnit::Ms, TimeRule::Format)
+        );
+        assert_eq!(log.records[1].timestamp_s, Some(0.5));
+        // Forced to seconds against the format: obeyed, and warned.
+        let log = read_log(mooncake, "m.jsonl", 512, Some(TimeUnit::S)).unwrap();
+        assert_eq!(log.records[1].timestamp_s, Some(500.0));
+        assert!(log.times[0].warning.as_ref().unwrap().contains("Mooncake"));
+
+        let burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                     5,ChatGPT,472,18,490,Conversation log\n\
+                     7,ChatGPT,1087,3,1090,Conversation log\n";
+        let log = read_log(burst, "b.csv", 512, None).unwrap();
+        assert_eq!(log.times[0].unit, TimeUnit::S);
+        assert_eq!(log.records[1].timestamp_s, Some(7.0));
+        let log = read_log(burst, "b.csv", 512, Some(TimeUnit::Ms)).unwrap();
+        assert_eq!(log.records[1].timestamp_s, Some(0.007));
+
+        // Latencies by their key; strings are RFC 3339.
+        let text = "{\"time\": \"2026-03-01T12:00:00Z\", \"input_tokens\": 4, \"duration\": 2}\n";
+        let log = read_log(text, "r.jsonl", 512, Some(TimeUnit::Ms)).unwrap();
+        let rules: Vec<_> = log
+            .times
+            .iter()
+            .map(|t| (t.field.as_str(), t.unit, t.rule))
+            .collect();
+        assert_eq!(
+            rules,
+            vec![
+                ("time", TimeUnit::S, TimeRule::Rfc3339),
+                ("duration", TimeUnit::S, TimeRule::Default)
+            ]
+        );
+        assert_eq!(log.records[0].latency_s, Some(2.0));
+        let sharegpt = r#"[{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]}]"#;
+        assert!(
+            read_log(sharegpt, "s.json", 512, None)
+                .unwrap()
+                .times
+                .is_empty()
+        );
     }
 
     #[test]
@@ -731,7 +955,7 @@ mod tests {
             "prompt": words(40, "w"),
             "completion": "a b c",
         });
-        let r = request_record(&value).unwrap();
+        let r = request_record(&value).unwrap().record;
         assert_eq!(r.input_tokens, 40);
         assert_eq!(r.output_tokens, Some(3));
         assert_eq!(r.prefix_blocks.len(), 40 / TEXT_BLOCK_WORDS);
@@ -760,7 +984,7 @@ mod tests {
     fn formats_are_detected_by_content() {
         let mooncake = "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 20, \"hash_ids\": [1, 2]}\n\
                         {\"timestamp\": 500, \"input_length\": 700, \"output_length\": 30, \"hash_ids\": [1, 3]}\n";
-        let log = read_log(mooncake, "m.jsonl", 512).unwrap();
+        let log = read_log(mooncake, "m.jsonl", 512, None).unwrap();
         assert_eq!(log.format, LogFormat::Mooncake);
         assert_eq!(log.records[1].timestamp_s, Some(0.5));
         assert_eq!(log.records[1].prefix_blocks, vec![1, 3]);
@@ -768,14 +992,14 @@ mod tests {
         let burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
                      5,ChatGPT,472,18,490,Conversation log\n\
                      7,ChatGPT,1087,0,1087,Conversation log\n";
-        let log = read_log(burst, "b.csv", 512).unwrap();
+        let log = read_log(burst, "b.csv", 512, None).unwrap();
         assert_eq!(log.format, LogFormat::BurstGpt);
         assert_eq!(log.records.len(), 2);
 
         let sharegpt = r#"[{"conversations": [
             {"from": "human", "value": "one two three"}, {"from": "gpt", "value": "four five"},
             {"from": "human", "value": "six"}, {"from": "gpt", "value": "seven eight nine"}]}]"#;
-        let log = read_log(sharegpt, "s.json", 512).unwrap();
+        let log = read_log(sharegpt, "s.json", 512, None).unwrap();
         assert_eq!(log.format, LogFormat::ShareGpt);
         // Turn 2 re-sends turn 1 and its answer: 3 + 2 + 1 words.
         let inputs: Vec<u32> = log.records.iter().map(|r| r.input_tokens).collect();
@@ -791,7 +1015,7 @@ mod tests {
             r#"{"kind":"request","task":4,"call":0,"scheduled_ms":1500.0,"prompt_tokens_requested":50,"output_tokens":0,"error":{"class":"timeout"}}"#,
             "\n"
         );
-        let log = read_log(journal, "runs/x.jsonl", 512).unwrap();
+        let log = read_log(journal, "runs/x.jsonl", 512, None).unwrap();
         assert_eq!(log.format, LogFormat::CapcardJournal);
         assert_eq!(log.records.len(), 1);
         assert_eq!(log.records[0].input_tokens, 52);
@@ -800,7 +1024,7 @@ mod tests {
 
         let requests = "{\"time\": 1, \"input_tokens\": 10, \"output_tokens\": 2}\n";
         assert_eq!(
-            read_log(requests, "r.jsonl", 512).unwrap().format,
+            read_log(requests, "r.jsonl", 512, None).unwrap().format,
             LogFormat::RequestLog
         );
     }
@@ -808,13 +1032,17 @@ mod tests {
     #[test]
     fn bad_records_name_their_line() {
         let text = "{\"time\": 1, \"input_tokens\": 10}\n{\"time\": 2}\n";
-        let err = read_log(text, "r.jsonl", 512).unwrap_err().to_string();
+        let err = read_log(text, "r.jsonl", 512, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("r.jsonl line 2:"), "{err}");
         assert!(err.contains("input tokens"), "{err}");
-        let err = read_log("", "e.jsonl", 512).unwrap_err().to_string();
+        let err = read_log("", "e.jsonl", 512, None).unwrap_err().to_string();
         assert!(err.contains("empty"), "{err}");
         let text = "{\"time\": \"soon\", \"input_tokens\": 10}\n";
-        let err = read_log(text, "r.jsonl", 512).unwrap_err().to_string();
+        let err = read_log(text, "r.jsonl", 512, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("RFC 3339"), "{err}");
     }
 }

@@ -361,3 +361,234 @@ fn the_shipped_chat_log_example_is_exactly_the_profile_of_its_log() {
         assert!(shipped.contains(line), "missing `{line}`");
     }
 }
+
+/// `capcard profile LOG --json`, with its stderr.
+fn profile_json_and_stderr(log: &Path, args: &[&str]) -> (Value, String) {
+    let out = capcard()
+        .arg("profile")
+        .arg(log)
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success();
+    let output = out.get_output();
+    (
+        serde_json::from_slice(&output.stdout).expect("profile --json prints JSON"),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[test]
+fn a_relative_millisecond_clock_is_read_as_milliseconds_and_says_so() {
+    // The reported log: 5,000 requests at 10 req/s, gamma gaps of CV 2
+    // (shape 1/4, mean 0.1 s), a relative `timestamp` in whole ms. Read as
+    // seconds it came out at 0.0102 req/s with nothing saying why.
+    let mut rng = Rng::seed_from_u64(2);
+    let gaps: Gamma<f64> = Gamma::new(0.25, 0.4).unwrap();
+    let mut t_s = 0.0;
+    let mut lines = String::new();
+    for i in 0..5000u32 {
+        t_s += gaps.sample(&mut rng);
+        let record = json!({
+            "timestamp": (t_s * 1000.0).round() as u64,
+            "input_tokens": 200 + i % 97,
+            "output_tokens": 20 + i % 13,
+        });
+        lines.push_str(&record.to_string());
+        lines.push('\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("relative-ms.jsonl");
+    std::fs::write(&log, lines).unwrap();
+    let report = dir.path().join("report");
+
+    let (profile, stderr) = profile_json_and_stderr(&log, &["--report", report.to_str().unwrap()]);
+    let arrival = &profile["arrival"];
+    assert!(
+        within(arrival["mean_rps"].as_f64().unwrap(), 10.0, 0.1),
+        "{arrival}"
+    );
+    assert!(
+        within(arrival["cv"].as_f64().unwrap(), 2.0, 0.2),
+        "{arrival}"
+    );
+    let time = &profile["sources"][0]["times"][0];
+    assert_eq!(time["field"], "timestamp", "{time}");
+    assert_eq!(time["unit"], "ms", "{time}");
+    assert_eq!(time["rule"], "relative", "{time}");
+    let readings = time["readings"].as_array().unwrap();
+    assert_eq!(readings.len(), 2, "{time}");
+    assert!(readings.iter().all(|r| r["plausible"] == true), "{time}");
+    // Named on screen, with the rule and the way out.
+    assert!(
+        stderr.contains("times: ") && stderr.contains("`timestamp` in ms (relative whole numbers"),
+        "{stderr}"
+    );
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .unwrap_or_else(|| panic!("no warning in {stderr}"));
+    assert!(warning.contains("--time-unit s"), "{warning}");
+    assert!(
+        profile["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("--time-unit s"),
+        "{profile}"
+    );
+    // And in the experiment and the report.
+    let out = capcard().arg("profile").arg(&log).assert().success();
+    let experiment = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        experiment.contains("// Times in ") && experiment.contains("`timestamp` in ms"),
+        "{experiment}"
+    );
+    assert!(
+        experiment.contains("// Warning: ") && experiment.contains("--time-unit s"),
+        "{experiment}"
+    );
+    let markdown = std::fs::read_to_string(report.join("profile.md")).unwrap();
+    assert!(
+        markdown.contains("times: `timestamp` in ms (relative whole numbers"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("**Warning**") && markdown.contains("--time-unit s"),
+        "{markdown}"
+    );
+
+    // Forced to seconds: no judgement, the rate a thousand times lower, and
+    // the unit says where it came from.
+    let (profile, stderr) = profile_json_and_stderr(&log, &["--time-unit", "s"]);
+    let rate = profile["arrival"]["mean_rps"].as_f64().unwrap();
+    assert!(within(rate, 0.01, 0.1), "{rate}");
+    let time = &profile["sources"][0]["times"][0];
+    assert_eq!(time["unit"], "s", "{time}");
+    assert_eq!(time["rule"], "flag", "{time}");
+    assert!(time["readings"].is_null(), "{time}");
+    assert!(
+        stderr.contains("`timestamp` in s (as given by --time-unit)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("warning:"), "{stderr}");
+}
+
+#[test]
+fn every_form_of_time_is_read_in_its_unit_by_a_stated_rule() {
+    // 2,000 requests at 1 req/s (Poisson), written in each form.
+    let mut rng = Rng::seed_from_u64(3);
+    let gaps: Exp<f64> = Exp::new(1.0).unwrap();
+    let times: Vec<f64> = (0..2000)
+        .scan(0.0, |t, _| {
+            *t += gaps.sample(&mut rng);
+            Some(*t)
+        })
+        .collect();
+    let ms = |t: f64| (t * 1000.0).round() as u64;
+    type Form = (
+        &'static str,
+        fn(f64, u64) -> Value,
+        f64,
+        &'static str,
+        &'static str,
+        bool,
+    );
+    // (name, record of (seconds, whole ms), rate in req/s, unit, rule,
+    // warned)
+    let forms: [Form; 7] = [
+        (
+            "epoch-s",
+            |t, _| json!({"created": 1_772_323_200.0 + t, "input_tokens": 50}),
+            1.0,
+            "s",
+            "epoch-s",
+            false,
+        ),
+        (
+            "epoch-ms",
+            |_, ms| json!({"timestamp": 1_772_323_200_000u64 + ms, "input_tokens": 50}),
+            1.0,
+            "ms",
+            "epoch-ms",
+            false,
+        ),
+        (
+            "key-ms",
+            |_, ms| json!({"timestamp_ms": ms, "input_tokens": 50, "latency_ms": 900}),
+            1.0,
+            "ms",
+            "key",
+            false,
+        ),
+        (
+            "mooncake",
+            |_, ms| json!({"timestamp": ms, "input_length": 50, "output_length": 5, "hash_ids": [1]}),
+            1.0,
+            "ms",
+            "format",
+            false,
+        ),
+        (
+            // `{"timestamp": 500, …}`: whole numbers, a millisecond clock.
+            "relative-ms",
+            |_, ms| json!({"timestamp": ms, "input_tokens": 50, "output_tokens": 5}),
+            1.0,
+            "ms",
+            "relative",
+            true,
+        ),
+        (
+            // Seconds with fractions; as ms it would be 2 s at 1,000 req/s,
+            // plausible too: ambiguous, so seconds, and warned.
+            "relative-s-ambiguous",
+            |t, _| json!({"time": t, "input_tokens": 50}),
+            1.0,
+            "s",
+            "relative",
+            true,
+        ),
+        (
+            // A tenth of a second apart: as ms the span is 0.2 s, too short.
+            "relative-s",
+            |t, _| json!({"time": t / 10.0, "input_tokens": 50}),
+            10.0,
+            "s",
+            "relative",
+            true,
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, record, rate, unit, rule, warned) in forms {
+        let lines: String = times
+            .iter()
+            .map(|&t| format!("{}\n", record(t, ms(t))))
+            .collect();
+        let log = dir.path().join(format!("{name}.jsonl"));
+        std::fs::write(&log, lines).unwrap();
+        let (profile, stderr) = profile_json_and_stderr(&log, &[]);
+        let got = profile["arrival"]["mean_rps"].as_f64().unwrap();
+        assert!(within(got, rate, 0.1), "{name}: {got} req/s");
+        let time = &profile["sources"][0]["times"][0];
+        assert_eq!(time["unit"], unit, "{name}: {time}");
+        assert_eq!(time["rule"], rule, "{name}: {time}");
+        let why = time["why"].as_str().unwrap();
+        assert!(
+            stderr.contains(&format!("in {unit} ({why}")),
+            "{name}: {stderr}"
+        );
+        assert_eq!(stderr.contains("warning: "), warned, "{name}: {stderr}");
+        if warned {
+            let other = if unit == "s" { "ms" } else { "s" };
+            assert!(
+                stderr.contains(&format!("--time-unit {other}")),
+                "{name}: {stderr}"
+            );
+        }
+    }
+    let key_ms = dir.path().join("key-ms.jsonl");
+    let (profile, _) = profile_json_and_stderr(&key_ms, &[]);
+    let latency = &profile["sources"][0]["times"][1];
+    assert_eq!(latency["field"], "latency_ms", "{latency}");
+    assert_eq!(latency["role"], "latency", "{latency}");
+    assert_eq!(latency["unit"], "ms", "{latency}");
+}
