@@ -34,6 +34,24 @@ pub enum Command {
         #[arg(long)]
         probe: bool,
     },
+    /// Probe an endpoint and write a commented, ready-to-run experiment for it:
+    /// its models, window, request dialect and telemetry, a chat workload
+    /// sized to the window, a draft SLO, a short sweep and an open search.
+    Init {
+        /// The server's base URL, e.g. http://127.0.0.1:8000/v1 (`/v1` is
+        /// added when the bare URL does not answer).
+        url: String,
+        /// Name of the environment variable holding the API key (never the key).
+        #[arg(long)]
+        api_key_env: Option<String>,
+        /// The model to measure (default: the first the server lists).
+        #[arg(long)]
+        model: Option<String>,
+        /// Write the experiment here (default: stdout). An existing file is
+        /// never overwritten.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Print the runs an experiment expands into, and an estimate of wall time.
     Plan {
         file: PathBuf,

@@ -24,6 +24,7 @@ pub mod config;
 pub mod diff;
 pub mod exec;
 pub mod folder;
+pub mod init;
 pub mod k8s;
 pub mod plan;
 pub mod profile;

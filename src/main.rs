@@ -30,6 +30,17 @@ fn main() -> ExitCode {
             probe_cmd(&files)
         }
         Command::Plan { file, json } => plan_cmd(&file, json),
+        Command::Init {
+            url,
+            api_key_env,
+            model,
+            out,
+        } => init_cmd(
+            &url,
+            api_key_env.as_deref(),
+            model.as_deref(),
+            out.as_deref(),
+        ),
         Command::Run {
             file,
             out,
@@ -374,6 +385,65 @@ fn check(files: &[std::path::PathBuf]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `capcard init`: probe the endpoint, write the experiment.
+fn init_cmd(
+    url: &str,
+    api_key_env: Option<&str>,
+    model: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> ExitCode {
+    if let Some(path) = out
+        && path.exists()
+    {
+        eprintln!(
+            "error: {} exists; capcard init never overwrites a file",
+            path.display()
+        );
+        return ExitCode::from(1);
+    }
+    with_runtime(async move {
+        let findings = match capcard::init::probe(url, api_key_env, model).await {
+            Ok(f) => f,
+            Err(e) => {
+                let code = match e {
+                    capcard::init::InitError::MissingKey(_) => 1,
+                    _ => 2,
+                };
+                return fail(e, code);
+            }
+        };
+        let text = capcard::init::experiment(&findings);
+        // What init writes, check accepts: parsed back first.
+        if let Err(e) = config::parse(&text, out.unwrap_or(std::path::Path::new("init.kdl"))) {
+            eprintln!("error: capcard init wrote a file it cannot read back (a bug):");
+            return fail(e, 2);
+        }
+        match out {
+            None => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Some(path) => match std::fs::write(path, &text) {
+                Ok(()) => {
+                    eprintln!(
+                        "wrote {}: {} at {} ({}); next: capcard run {}",
+                        path.display(),
+                        findings.model,
+                        findings.base_url,
+                        report::describe::dialect(&findings.dialect),
+                        path.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    ExitCode::from(2)
+                }
+            },
+        }
+    })
 }
 
 /// `capcard check --probe`: each file's targets prepared and preflighted as

@@ -689,7 +689,7 @@ impl ErrorDetailCounter {
                 },
             )
             .collect();
-        all.sort_by(|a, b| b.count.cmp(&a.count));
+        all.sort_by_key(|d| std::cmp::Reverse(d.count));
         all.truncate(n);
         all
     }

@@ -571,7 +571,11 @@ impl Calibration {
             out,
             "// Efficiencies and overheads are fitted values, not measurements of the hardware."
         );
-        let _ = writeln!(out, "target \"{}-sim\" {{", self.target);
+        let _ = writeln!(
+            out,
+            "target {} {{",
+            crate::config::write::string(&format!("{}-sim", self.target))
+        );
         let _ = writeln!(out, "    sim {} {{", self.preset);
         let _ = writeln!(out, "        max-num-seqs {}", self.max_num_seqs);
         let _ = writeln!(

@@ -14,6 +14,7 @@ pub use diag::did_you_mean;
 pub mod model;
 pub mod units;
 mod validate;
+pub mod write;
 
 use std::path::Path;
 

@@ -367,7 +367,6 @@ pub use crate::time::rfc3339_utc;
 mod tests {
     use super::*;
     use crate::exec::record::{ErrorClass, RequestRecord, TokenSource};
-    use std::time::Duration;
 
     #[test]
     fn parse_line_reads_records_as_the_tagged_enum_does() {

@@ -171,6 +171,9 @@ pub fn judge(answer: &Answer, cx: &Context<'_>) -> Judgement {
         return judge_refusal(answer, cx);
     }
     let (observer, end) = read_stream(&answer.body);
+    // A stream cut off by the preflight itself (it ran past the planned
+    // length) is judged on its length, not on its missing end.
+    let end = if answer.runaway { StreamEnd::Done } else { end };
     if let StreamEnd::Failed(class, detail) = &end {
         // An error inside a 200 stream: judged by its words like a status.
         if let Some(message) = detail.strip_prefix("server sent an error event: ") {

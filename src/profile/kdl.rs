@@ -12,6 +12,7 @@
 use std::fmt::Write;
 
 use crate::config::DistKind;
+use crate::config::write as kdl;
 
 use super::fit::{KS_CRITICAL_1PCT, LengthFit};
 use super::{Profile, SHARED_PREFIX_MIN_FRACTION};
@@ -63,11 +64,11 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         let _ = writeln!(out, "// Note: {note}.");
     }
     out.push('\n');
-    let _ = writeln!(out, "experiment {} {{", kdl_string(name));
+    let _ = writeln!(out, "experiment {} {{", kdl::string(name));
     let _ = writeln!(
         out,
         "    description {}",
-        kdl_string(&format!(
+        kdl::string(&format!(
             "Traffic profiled from {}",
             profile
                 .sources
@@ -84,7 +85,7 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
          target \"replica\" {\n    sim h100-llama3.1-8b\n}\n\n",
     );
 
-    let _ = writeln!(out, "workload {} {{", kdl_string(name));
+    let _ = writeln!(out, "workload {} {{", kdl::string(name));
     match &profile.input_tokens {
         Some(fit) => line(&mut out, "    ", "input-tokens", fit, Unit::Tokens),
         None => out.push_str(
@@ -402,21 +403,6 @@ fn group(n: usize) -> String {
     crate::report::format::num(n as f64, 0)
 }
 
-/// A KDL string literal.
-fn kdl_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,7 +417,7 @@ mod tests {
         assert_eq!(duration(4.256), "4.26s");
         assert_eq!(group(12_345), "12,345");
         assert_eq!(group(999), "999");
-        assert_eq!(kdl_string("a \"b\""), "\"a \\\"b\\\"\"");
+        assert_eq!(kdl::string("a \"b\""), "\"a \\\"b\\\"\"");
         assert_eq!(
             merge_points(&[(1.0, 1.0), (1.0, 1.0), (2.0, 1.0)]),
             vec![(1.0, 2.0), (2.0, 1.0)]

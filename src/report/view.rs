@@ -853,7 +853,7 @@ pub fn merged_details<'a>(
             }
         }
     }
-    merged.sort_by(|a, b| b.count.cmp(&a.count));
+    merged.sort_by_key(|d| std::cmp::Reverse(d.count));
     merged
 }
 
