@@ -194,7 +194,7 @@ pub async fn probe(
 async fn dialect_of(endpoint: &Endpoint, models: &[String]) -> Result<Outcome, InitError> {
     let text = "Write one sentence about the sea, then stop.";
     let prompt = match endpoint.api {
-        Api::Chat => Prompt::Chat(vec![ChatMessage {
+        Api::Chat | Api::Responses => Prompt::Chat(vec![ChatMessage {
             role: "user",
             content: text.to_string(),
         }]),
@@ -334,6 +334,7 @@ pub fn experiment(f: &Findings) -> String {
         match f.api {
             Api::Chat => "chat",
             Api::Completions => "completions            // the server has no chat endpoint",
+            Api::Responses => "responses",
         }
     );
     let _ = writeln!(out, "    model {}", kdl(&f.model));

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::exec::ErrorClass;
 
 use crate::TOOL_VERSION;
-use crate::config::{Api, Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
+use crate::config::{Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
 
 use super::search::{cr_open, fmt_rate};
 use super::slo::format_fraction;
@@ -442,11 +442,7 @@ fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
                 }
             }
         },
-        api: match target.api {
-            Api::Chat => "chat",
-            Api::Completions => "completions",
-        }
-        .to_string(),
+        api: target.api.as_str().to_string(),
         model: model.or_else(|| target.model.clone()),
         // A simulated target's hardware is the preset's: say so rather
         // than leave the card's conditions blank.

@@ -505,6 +505,18 @@ pub enum Api {
     Chat,
     /// `POST /v1/completions`
     Completions,
+    /// `POST /v1/responses`: the Responses API (typed stream events).
+    Responses,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Responses => "responses",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

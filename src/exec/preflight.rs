@@ -266,6 +266,8 @@ fn other_length_field(field: LengthField) -> LengthField {
     match field {
         LengthField::MaxTokens => LengthField::MaxCompletionTokens,
         LengthField::MaxCompletionTokens => LengthField::MaxTokens,
+        // The Responses API has one name: it has no other.
+        LengthField::MaxOutputTokens => LengthField::MaxOutputTokens,
     }
 }
 
@@ -414,6 +416,9 @@ fn judge_words(
             match cx.api {
                 Api::Completions => {
                     "the completions API has no other length field: try `api chat`".into()
+                }
+                Api::Responses => {
+                    "the Responses API has no other length field: try `api chat`".into()
                 }
                 Api::Chat => "name the server's own length field in `extra-body`".into(),
             },

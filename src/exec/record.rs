@@ -136,8 +136,15 @@ pub struct RequestRecord {
     pub schedule_lag_ms: f64,
     /// When the last byte arrived or the call failed.
     pub completed_ms: f64,
-    /// Time to first content token, from `scheduled_ms`.
+    /// Time to the first generated token of any kind (reasoning, content
+    /// or a tool call), from `scheduled_ms`.
     pub ttft_ms: Option<f64>,
+    /// Time to the first *output* token (content or a tool call, after any
+    /// reasoning), from `scheduled_ms`: when the answer starts. Equal to
+    /// `ttft_ms` for a model that does not reason; `None` when no output
+    /// came (a failure, or an answer that was all reasoning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_ms: Option<f64>,
     /// Start → end of stream, from `scheduled_ms`; `None` on error.
     pub e2e_ms: Option<f64>,
     /// Gaps between consecutive content chunks.
@@ -146,9 +153,21 @@ pub struct RequestRecord {
     /// From the server's `usage`, when it sends one.
     pub prompt_tokens_reported: Option<u32>,
     pub output_tokens_requested: u32,
-    /// Output tokens counted (from `usage` when given, else content chunks).
+    /// Output tokens counted (from `usage` when given, else content chunks),
+    /// reasoning included: what the server generated.
     pub output_tokens: u32,
     pub output_tokens_source: TokenSource,
+    /// Of `output_tokens`, those the model spent reasoning before its
+    /// answer (`usage.completion_tokens_details.reasoning_tokens`, else the
+    /// reasoning deltas counted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_source: Option<TokenSource>,
+    /// Tool calls the answer made (`delta.tool_calls`, or the Responses
+    /// API's `function_call` items).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u32,
     pub finish_reason: Option<String>,
     /// `None` = success.
     pub error: Option<ErrorClass>,
@@ -191,6 +210,27 @@ impl RequestRecord {
     /// the model's context window.
     pub fn is_context_rejection(&self) -> bool {
         self.error == Some(ErrorClass::ContextLength)
+    }
+
+    /// Time to the first output token ([`RequestRecord::ttfo_ms`]); a
+    /// journal written before it was recorded had no reasoning, so its
+    /// TTFT is its TTFO.
+    pub fn ttfo(&self) -> Option<f64> {
+        match self.ttfo_ms {
+            Some(t) => Some(t),
+            None if self.reasoning_tokens_source.is_none() => self.ttft_ms,
+            None => None,
+        }
+    }
+
+    /// Streamed events that carried generated tokens (the first, then one
+    /// per inter-event gap).
+    pub fn token_events(&self) -> u32 {
+        if self.ttft_ms.is_some() {
+            self.itl_ms.len() as u32 + 1
+        } else {
+            0
+        }
     }
 
     /// Time per output token after the first, (E2E − TTFT) / (output − 1),

@@ -240,7 +240,7 @@ impl RequestSource for WorkloadSource {
             && !token_ids
         {
             return match self.api {
-                Api::Chat => Prompt::Chat(
+                Api::Chat | Api::Responses => Prompt::Chat(
                     call.messages
                         .iter()
                         .map(|m| ChatMessage {
@@ -253,7 +253,7 @@ impl RequestSource for WorkloadSource {
             };
         }
         match (self.api, self.completions_prompt) {
-            (Api::Chat, _) => Prompt::Chat(
+            (Api::Chat | Api::Responses, _) => Prompt::Chat(
                 call.messages
                     .iter()
                     .map(|m| ChatMessage {
@@ -280,7 +280,7 @@ fn render_with(
     call: &CallSpec,
 ) -> Prompt {
     match (api, completions_prompt) {
-        (Api::Chat, _) => Prompt::Chat(
+        (Api::Chat | Api::Responses, _) => Prompt::Chat(
             call.messages
                 .iter()
                 .map(|m| ChatMessage {
@@ -399,6 +399,7 @@ pub fn api_path(api: Api) -> &'static str {
     match api {
         Api::Chat => "chat/completions",
         Api::Completions => "completions",
+        Api::Responses => "responses",
     }
 }
 
@@ -415,16 +416,28 @@ enum PromptField<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(untagged)]
+enum InputField<'a> {
+    Messages(Vec<ChatMessage>),
+    Text(&'a str),
+}
+
+#[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     messages: Option<Vec<ChatMessage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt: Option<PromptField<'a>>,
+    /// The Responses API's prompt: messages, or one text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<InputField<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -444,6 +457,8 @@ pub enum LengthField {
     MaxTokens,
     /// `max_completion_tokens`: chat's current name (OpenAI, vLLM ≥ 0.6).
     MaxCompletionTokens,
+    /// `max_output_tokens`: the Responses API's only name.
+    MaxOutputTokens,
 }
 
 impl LengthField {
@@ -453,6 +468,7 @@ impl LengthField {
         match api {
             Api::Chat => LengthField::MaxCompletionTokens,
             Api::Completions => LengthField::MaxTokens,
+            Api::Responses => LengthField::MaxOutputTokens,
         }
     }
 
@@ -460,6 +476,7 @@ impl LengthField {
         match self {
             LengthField::MaxTokens => "max_tokens",
             LengthField::MaxCompletionTokens => "max_completion_tokens",
+            LengthField::MaxOutputTokens => "max_output_tokens",
         }
     }
 }
@@ -508,11 +525,17 @@ impl BodyOptions {
     /// The length field sent to `api`.
     pub fn length_field_for(&self, api: Api) -> LengthField {
         match (api, self.length_field) {
-            // Completions has one name only.
-            (Api::Completions, _) => LengthField::MaxTokens,
+            // Completions and responses have one name each.
+            (Api::Completions | Api::Responses, _) => LengthField::default_for(api),
             (Api::Chat, Some(field)) => field,
             (Api::Chat, None) => LengthField::default_for(api),
         }
+    }
+
+    /// Whether `stream_options` goes out: asked for, and an API that has it
+    /// (the Responses API reports usage in its last event anyway).
+    pub fn sends_stream_options(&self, api: Api) -> bool {
+        self.stream_usage && api != Api::Responses
     }
 
     /// The top-level fields every body of `api` carries, in body order
@@ -523,6 +546,7 @@ impl BodyOptions {
             match api {
                 Api::Chat => "messages",
                 Api::Completions => "prompt",
+                Api::Responses => "input",
             }
             .to_string(),
             self.length_field_for(api).as_str().to_string(),
@@ -532,7 +556,7 @@ impl BodyOptions {
             fields.push("ignore_eos".into());
         }
         fields.extend(["temperature".to_string(), "stream".to_string()]);
-        if self.stream_usage {
+        if self.sends_stream_options(api) {
             fields.push("stream_options".into());
         }
         for key in self.extra.keys() {
@@ -574,34 +598,30 @@ pub fn build_call_body(
     priority: Option<i64>,
 ) -> Bytes {
     let joined;
-    let (messages, prompt_field) = match (api, prompt) {
-        (Api::Chat, Prompt::Chat(messages)) => (Some(messages.clone()), None),
-        (Api::Chat, Prompt::Text(text)) => (
-            Some(vec![ChatMessage {
-                role: "user",
-                content: text.clone(),
-            }]),
-            None,
-        ),
-        (Api::Chat, Prompt::TokenIds(ids)) => {
-            let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
-            (
-                Some(vec![ChatMessage {
-                    role: "user",
-                    content: text,
-                }]),
-                None,
-            )
-        }
-        (Api::Completions, Prompt::Text(text)) => (None, Some(PromptField::Text(text))),
-        (Api::Completions, Prompt::TokenIds(ids)) => (None, Some(PromptField::Ids(ids))),
+    let as_messages = |prompt: &Prompt| match prompt {
+        Prompt::Chat(messages) => messages.clone(),
+        Prompt::Text(text) => vec![ChatMessage {
+            role: "user",
+            content: text.clone(),
+        }],
+        Prompt::TokenIds(ids) => vec![ChatMessage {
+            role: "user",
+            content: ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "),
+        }],
+    };
+    let (messages, prompt_field, input) = match (api, prompt) {
+        (Api::Chat, _) => (Some(as_messages(prompt)), None, None),
+        (Api::Responses, Prompt::Text(text)) => (None, None, Some(InputField::Text(text))),
+        (Api::Responses, _) => (None, None, Some(InputField::Messages(as_messages(prompt)))),
+        (Api::Completions, Prompt::Text(text)) => (None, Some(PromptField::Text(text)), None),
+        (Api::Completions, Prompt::TokenIds(ids)) => (None, Some(PromptField::Ids(ids)), None),
         (Api::Completions, Prompt::Chat(messages)) => {
             joined = messages
                 .iter()
                 .map(|m| m.content.as_str())
                 .collect::<Vec<_>>()
                 .join("\n\n");
-            (None, Some(PromptField::Text(&joined)))
+            (None, Some(PromptField::Text(&joined)), None)
         }
     };
     let length_field = options.length_field_for(api);
@@ -609,14 +629,16 @@ pub fn build_call_body(
         model,
         messages,
         prompt: prompt_field,
+        input,
         max_tokens: (length_field == LengthField::MaxTokens).then_some(max_tokens),
         max_completion_tokens: (length_field == LengthField::MaxCompletionTokens)
             .then_some(max_tokens),
+        max_output_tokens: (length_field == LengthField::MaxOutputTokens).then_some(max_tokens),
         min_tokens: options.force_length.then_some(max_tokens),
         ignore_eos: options.force_length.then_some(true),
         temperature: 0.0,
         stream: true,
-        stream_options: options.stream_usage.then_some(StreamOptions {
+        stream_options: options.sends_stream_options(api).then_some(StreamOptions {
             include_usage: true,
         }),
         priority,
@@ -800,8 +822,46 @@ mod tests {
     }
 
     #[test]
+    fn responses_bodies_carry_input_and_max_output_tokens() {
+        let chat = Prompt::Chat(vec![ChatMessage {
+            role: "user",
+            content: "hi".into(),
+        }]);
+        let body = parse(&build_body(Api::Responses, "m", &chat, 7));
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "input": [{"role": "user", "content": "hi"}],
+                "max_output_tokens": 7, "min_tokens": 7, "ignore_eos": true,
+                "temperature": 0.0, "stream": true
+            })
+        );
+        let text = parse(&build_body(
+            Api::Responses,
+            "m",
+            &Prompt::Text("t".into()),
+            7,
+        ));
+        assert_eq!(text["input"], "t");
+        assert_eq!(
+            BodyOptions::default().sent_fields(Api::Responses),
+            [
+                "model",
+                "input",
+                "max_output_tokens",
+                "min_tokens",
+                "ignore_eos",
+                "temperature",
+                "stream"
+            ]
+        );
+    }
+
+    #[test]
     fn api_paths() {
         assert_eq!(api_path(Api::Chat), "chat/completions");
         assert_eq!(api_path(Api::Completions), "completions");
+        assert_eq!(api_path(Api::Responses), "responses");
     }
 }

@@ -6,10 +6,25 @@
 //! a broken stream, what is an empty output, when `usage` is trusted over
 //! counting chunks) is a plain function tested without a network or a clock.
 //!
-//! Content is the first non-empty `choices[].delta.content` (chat),
-//! `choices[].text` (completions) or reasoning text (`reasoning_content` /
-//! `reasoning`, sent by reasoning models before the answer): whichever comes
-//! first is the first token a user would see being generated.
+//! A *generated* event carries reasoning (`reasoning_content` /
+//! `reasoning`, sent by reasoning models before the answer), content
+//! (`choices[].delta.content` on chat, `choices[].text` on completions) or a
+//! tool call (`delta.tool_calls`: its name, then its arguments). TTFT is the
+//! first generated event of any kind, the first token a user sees being
+//! generated; TTFO the first *output* event (content or a tool call), when
+//! the answer starts. ITL is the gap between generated events, as a user
+//! sees them, whatever each carried; a server that sends several tokens per
+//! event (hosted APIs, speculative decoding) has fewer, longer gaps, and
+//! the summary says how many tokens an event carried on average.
+//!
+//! The Responses API (`POST /v1/responses`) streams typed events instead of
+//! chunks: `response.reasoning_text.delta` (reasoning),
+//! `response.output_text.delta` and `response.function_call_arguments.delta`
+//! (output), `response.output_item.added` of a `function_call` (a tool
+//! call), usage in `response.completed` (or `response.incomplete`, the end
+//! of an answer cut at `max_output_tokens`), and failures in
+//! `response.failed` or an `error` event. The same record comes out of
+//! both ([`Wire`]).
 
 use std::borrow::Cow;
 
@@ -64,13 +79,47 @@ pub enum StreamEnd {
     Failed(ErrorClass, String),
 }
 
+/// Which wire format a stream speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// `chat/completions` and `completions`: `data: {"choices": [...]}`
+    /// chunks, `[DONE]` at the end.
+    #[default]
+    Chunks,
+    /// `responses`: typed events, `response.completed` at the end.
+    Responses,
+}
+
+impl Wire {
+    pub fn of(api: crate::config::Api) -> Wire {
+        match api {
+            crate::config::Api::Responses => Wire::Responses,
+            _ => Wire::Chunks,
+        }
+    }
+}
+
 /// Accumulates one call's stream. Times are ms since the run's `t0`.
 #[derive(Debug, Clone, Default)]
 pub struct StreamObserver {
+    wire: Wire,
     first_content_ms: Option<f64>,
+    /// The first output (content or tool call) event, after any reasoning.
+    first_output_ms: Option<f64>,
     last_content_ms: Option<f64>,
     itl_ms: Vec<f32>,
     content_chunks: u32,
+    /// Events that carried reasoning.
+    reasoning_chunks: u32,
+    /// `completion_tokens_details.reasoning_tokens` (or the Responses API's
+    /// `output_tokens_details.reasoning_tokens`).
+    reasoning_tokens_reported: Option<u32>,
+    /// Tool calls seen (distinct `index` of `delta.tool_calls`, or
+    /// `function_call` items).
+    tool_calls: u32,
+    /// The streamed reasoning, kept only when it will be counted locally.
+    reasoning_text: Option<String>,
+    reasoning_tokens_counted: Option<u32>,
     /// The streamed output text, kept only when it will be counted locally.
     output_text: Option<String>,
     /// Output tokens of `output_text` by the target's tokenizer.
@@ -111,6 +160,24 @@ struct DeltaWire<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallDeltaWire<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDeltaWire<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default, borrow)]
+    function: Option<FunctionDeltaWire<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeltaWire<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +186,66 @@ struct UsageWire {
     prompt_tokens: Option<u32>,
     #[serde(default)]
     completion_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens_details: Option<TokenDetailsWire>,
+}
+
+#[derive(Deserialize)]
+struct TokenDetailsWire {
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
+}
+
+/// One event of the Responses API's stream.
+#[derive(Deserialize)]
+struct ResponsesEventWire<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default)]
+    response: Option<ResponseWire>,
+    #[serde(default)]
+    item: Option<ItemWire>,
+    /// An `error` event's own fields.
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ResponseWire {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    usage: Option<ResponsesUsageWire>,
+    #[serde(default)]
+    incomplete_details: Option<IncompleteWire>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesUsageWire {
+    #[serde(default)]
+    input_tokens: Option<u32>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+    #[serde(default)]
+    output_tokens_details: Option<TokenDetailsWire>,
+}
+
+#[derive(Deserialize)]
+struct IncompleteWire {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ItemWire {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
 }
 
 fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
@@ -170,6 +297,20 @@ pub fn says_context_overflow(text: &str) -> bool {
                 || text.contains("max_new_tokens")
                 || text.contains("max_total_tokens"))
     })
+}
+
+/// The class of an error event inside a stream: some servers refuse an
+/// oversized prompt, or a call over quota, in the stream itself.
+fn error_event_class(error: &serde_json::Value) -> ErrorClass {
+    if says_context_overflow(&error.to_string()) {
+        ErrorClass::ContextLength
+    } else if says_rate_limited(&serde_json::json!({ "error": error }).to_string())
+        || error.get("code").and_then(|c| c.as_u64()) == Some(429)
+    {
+        ErrorClass::RateLimited
+    } else {
+        ErrorClass::BrokenStream
+    }
 }
 
 /// The class of a call the server answered with a non-2xx `status` and
@@ -241,11 +382,26 @@ impl StreamObserver {
         Self::default()
     }
 
+    /// An observer of `wire`'s events.
+    pub fn for_wire(wire: Wire) -> Self {
+        StreamObserver {
+            wire,
+            ..Self::default()
+        }
+    }
+
     /// An observer that keeps the streamed text, so a tokenizer can count
     /// it when the server sends no usage ([`Self::count_output_with`]).
     pub fn keeping_text() -> Self {
+        Self::keeping_text_of(Wire::Chunks)
+    }
+
+    /// [`Self::keeping_text`] for `wire`'s events.
+    pub fn keeping_text_of(wire: Wire) -> Self {
         StreamObserver {
+            wire,
             output_text: Some(String::new()),
+            reasoning_text: Some(String::new()),
             ..Self::default()
         }
     }
@@ -253,14 +409,123 @@ impl StreamObserver {
     /// After the stream: when the server reported no output usage, count the
     /// kept text with `tokenizer` (outside the measured time).
     pub fn count_output_with(&mut self, tokenizer: &PromptTokenizer) {
-        if self.completion_tokens_reported.is_some() {
+        let count = |text: &str| {
+            tokenizer
+                .count(text)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
+        if self.completion_tokens_reported.is_none()
+            && let Some(text) = &self.output_text
+        {
+            self.output_tokens_counted = count(text);
+        }
+        if self.reasoning_tokens_reported.is_none()
+            && self.reasoning_chunks > 0
+            && let Some(text) = &self.reasoning_text
+        {
+            self.reasoning_tokens_counted = count(text);
+        }
+    }
+
+    /// One generated event at `at_ms`: reasoning, output, or both.
+    fn on_generated(&mut self, at_ms: f64, reasoning: bool, output: bool) {
+        if !(reasoning || output) {
             return;
         }
-        if let Some(text) = &self.output_text {
-            self.output_tokens_counted = tokenizer
-                .count(text)
-                .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        self.content_chunks += 1;
+        self.reasoning_chunks += u32::from(reasoning);
+        if output && self.first_output_ms.is_none() {
+            self.first_output_ms = Some(at_ms);
         }
+        if let Some(last) = self.last_content_ms {
+            self.itl_ms.push(round_us((at_ms - last).max(0.0)) as f32);
+        } else {
+            self.first_content_ms = Some(at_ms);
+        }
+        self.last_content_ms = Some(at_ms);
+    }
+
+    /// One event of the Responses API (see the module docs).
+    fn on_responses_event(&mut self, data: &str, at_ms: f64) -> EventVerdict {
+        let event: ResponsesEventWire<'_> = match serde_json::from_str(data) {
+            Ok(event) => event,
+            Err(e) => {
+                return EventVerdict::Fail(
+                    ErrorClass::MalformedEvent,
+                    truncate_detail(&format!("event is not a Responses API event ({e}): {data}")),
+                );
+            }
+        };
+        let delta = event.delta.as_deref().filter(|d| !d.is_empty());
+        match event.kind.as_ref() {
+            "response.output_text.delta" | "response.function_call_arguments.delta" => {
+                if let (Some(text), Some(d)) = (self.output_text.as_mut(), delta) {
+                    text.push_str(d);
+                }
+                self.on_generated(at_ms, false, delta.is_some());
+            }
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                if let (Some(text), Some(d)) = (self.reasoning_text.as_mut(), delta) {
+                    text.push_str(d);
+                }
+                if let (Some(text), Some(d)) = (self.output_text.as_mut(), delta) {
+                    text.push_str(d);
+                }
+                self.on_generated(at_ms, delta.is_some(), false);
+            }
+            "response.output_item.added" => {
+                if event.item.as_ref().and_then(|i| i.kind.as_deref()) == Some("function_call") {
+                    self.tool_calls += 1;
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                self.done = true;
+                if let Some(response) = &event.response {
+                    if let Some(usage) = &response.usage {
+                        self.prompt_tokens_reported =
+                            usage.input_tokens.or(self.prompt_tokens_reported);
+                        self.completion_tokens_reported =
+                            usage.output_tokens.or(self.completion_tokens_reported);
+                        self.reasoning_tokens_reported = usage
+                            .output_tokens_details
+                            .as_ref()
+                            .and_then(|d| d.reasoning_tokens)
+                            .or(self.reasoning_tokens_reported);
+                    }
+                    self.finish_reason = Some(
+                        match response
+                            .incomplete_details
+                            .as_ref()
+                            .and_then(|d| d.reason.as_deref())
+                        {
+                            // As chat says it, so the card reads one vocabulary.
+                            Some("max_output_tokens") => "length".to_string(),
+                            Some(other) => other.to_string(),
+                            None if self.tool_calls > 0 => "tool_calls".to_string(),
+                            None => response.status.clone().unwrap_or_else(|| "stop".into()),
+                        },
+                    );
+                }
+                return EventVerdict::Done;
+            }
+            "response.failed" | "error" => {
+                let error = event
+                    .response
+                    .as_ref()
+                    .and_then(|r| r.error.clone())
+                    .unwrap_or_else(
+                        || serde_json::json!({"message": event.message, "code": event.code}),
+                    );
+                let message = error_message(&serde_json::json!({ "error": error }))
+                    .unwrap_or_else(|| error.to_string());
+                return EventVerdict::Fail(
+                    error_event_class(&error),
+                    truncate_detail(&format!("server sent an error event: {message}")),
+                );
+            }
+            _ => {}
+        }
+        EventVerdict::Continue
     }
 
     /// Count raw body bytes (to tell "not an event stream" from "cut short").
@@ -276,6 +541,9 @@ impl StreamObserver {
             self.done = true;
             return EventVerdict::Done;
         }
+        if self.wire == Wire::Responses {
+            return self.on_responses_event(data, at_ms);
+        }
         let chunk: ChunkWire<'_> = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(e) => {
@@ -288,20 +556,8 @@ impl StreamObserver {
         if let Some(error) = &chunk.error {
             let message = error_message(&serde_json::json!({ "error": error }))
                 .unwrap_or_else(|| error.to_string());
-            // Some servers refuse an oversized prompt, or a call over
-            // quota, in the stream itself.
-            let text = error.to_string();
-            let class = if says_context_overflow(&text) {
-                ErrorClass::ContextLength
-            } else if says_rate_limited(&serde_json::json!({ "error": error }).to_string())
-                || error.get("code").and_then(|c| c.as_u64()) == Some(429)
-            {
-                ErrorClass::RateLimited
-            } else {
-                ErrorClass::BrokenStream
-            };
             return EventVerdict::Fail(
-                class,
+                error_event_class(error),
                 truncate_detail(&format!("server sent an error event: {message}")),
             );
         }
@@ -311,6 +567,11 @@ impl StreamObserver {
             self.prompt_tokens_reported = usage.prompt_tokens.or(self.prompt_tokens_reported);
             self.completion_tokens_reported =
                 usage.completion_tokens.or(self.completion_tokens_reported);
+            self.reasoning_tokens_reported = usage
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens)
+                .or(self.reasoning_tokens_reported);
         }
         let Some(choices) = &chunk.choices else {
             if chunk.usage.is_some() {
@@ -321,42 +582,66 @@ impl StreamObserver {
                 truncate_detail(&format!("event has neither `choices` nor `usage`: {data}")),
             );
         };
-        let mut has_content = false;
+        let (mut reasoning, mut output) = (false, false);
         for choice in choices {
             if let Some(delta) = &choice.delta {
-                has_content |= non_empty(&delta.content)
-                    || non_empty(&delta.reasoning_content)
-                    || non_empty(&delta.reasoning);
-            }
-            has_content |= non_empty(&choice.text);
-            if let Some(text) = self.output_text.as_mut() {
-                let delta = choice.delta.as_ref();
-                for piece in [
-                    delta.and_then(|d| d.reasoning_content.as_deref()),
-                    delta.and_then(|d| d.reasoning.as_deref()),
-                    delta.and_then(|d| d.content.as_deref()),
-                    choice.text.as_deref(),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    text.push_str(piece);
+                reasoning |= non_empty(&delta.reasoning_content) || non_empty(&delta.reasoning);
+                output |= non_empty(&delta.content);
+                for call in delta.tool_calls.iter().flatten() {
+                    // A call's first delta names it, later ones stream its
+                    // arguments: both are generated output.
+                    let function = call.function.as_ref();
+                    output |=
+                        function.is_some_and(|f| non_empty(&f.name) || non_empty(&f.arguments));
+                    if function.is_some_and(|f| non_empty(&f.name)) {
+                        self.tool_calls = self.tool_calls.max(call.index.unwrap_or(0) + 1);
+                    }
                 }
+            }
+            output |= non_empty(&choice.text);
+            if self.output_text.is_some() {
+                self.keep_text(choice);
             }
             if let Some(reason) = &choice.finish_reason {
                 self.finish_reason = Some(reason.clone());
             }
         }
-        if has_content {
-            self.content_chunks += 1;
-            if let Some(last) = self.last_content_ms {
-                self.itl_ms.push(round_us((at_ms - last).max(0.0)) as f32);
-            } else {
-                self.first_content_ms = Some(at_ms);
-            }
-            self.last_content_ms = Some(at_ms);
-        }
+        self.on_generated(at_ms, reasoning, output);
         EventVerdict::Continue
+    }
+
+    /// The streamed text of one choice, for a local count.
+    fn keep_text(&mut self, choice: &ChoiceWire<'_>) {
+        let delta = choice.delta.as_ref();
+        let reasoning = [
+            delta.and_then(|d| d.reasoning_content.as_deref()),
+            delta.and_then(|d| d.reasoning.as_deref()),
+        ];
+        let args = delta
+            .and_then(|d| d.tool_calls.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.function.as_ref().and_then(|f| f.arguments.as_deref()));
+        if let Some(text) = self.reasoning_text.as_mut() {
+            reasoning.iter().flatten().for_each(|r| text.push_str(r));
+        }
+        if let Some(text) = self.output_text.as_mut() {
+            for piece in reasoning
+                .into_iter()
+                .flatten()
+                .chain(
+                    [
+                        delta.and_then(|d| d.content.as_deref()),
+                        choice.text.as_deref(),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                )
+                .chain(args)
+            {
+                text.push_str(piece);
+            }
+        }
     }
 
     /// Classify the end of the stream.
@@ -396,6 +681,25 @@ impl StreamObserver {
         }
     }
 
+    /// Reasoning tokens and where the count comes from; `(0, None)` for
+    /// an answer without reasoning.
+    pub fn reasoning_tokens(&self) -> (u32, Option<TokenSource>) {
+        match (
+            self.reasoning_tokens_reported,
+            self.reasoning_tokens_counted,
+        ) {
+            (Some(n), _) => (
+                n,
+                (n > 0 || self.reasoning_chunks > 0).then_some(TokenSource::Usage),
+            ),
+            (None, Some(n)) => (n, Some(TokenSource::Tokenizer)),
+            (None, None) if self.reasoning_chunks > 0 => {
+                (self.reasoning_chunks, Some(TokenSource::Chunks))
+            }
+            (None, None) => (0, None),
+        }
+    }
+
     /// Output tokens and where the count comes from.
     pub fn output_tokens(&self) -> (u32, TokenSource) {
         match self.completion_tokens_reported {
@@ -430,6 +734,7 @@ impl StreamObserver {
     pub fn into_record(self, id: CallId, times: CallTimes, end: StreamEnd) -> RequestRecord {
         let error = self.conclude(end);
         let (output_tokens, output_tokens_source) = self.output_tokens();
+        let (reasoning_tokens, reasoning_tokens_source) = self.reasoning_tokens();
         let ok = error.is_none();
         let (error, error_detail) = match error {
             Some((class, detail)) => (Some(class), Some(detail)),
@@ -445,6 +750,9 @@ impl StreamObserver {
             ttft_ms: self
                 .first_content_ms
                 .map(|t| round_us(t - times.scheduled_ms)),
+            ttfo_ms: self
+                .first_output_ms
+                .map(|t| round_us(t - times.scheduled_ms)),
             e2e_ms: ok.then_some(round_us(times.completed_ms - times.scheduled_ms)),
             itl_ms: self.itl_ms,
             prompt_tokens_requested: id.prompt_tokens_requested,
@@ -452,6 +760,9 @@ impl StreamObserver {
             output_tokens_requested: id.output_tokens_requested,
             output_tokens,
             output_tokens_source,
+            reasoning_tokens,
+            reasoning_tokens_source,
+            tool_calls: self.tool_calls,
             finish_reason: self.finish_reason,
             error,
             error_detail,

@@ -700,7 +700,8 @@ impl<'a> Sim<'a> {
             let id = self.next_request_id;
             self.next_request_id += 1;
             let api = match self.target.api {
-                Api::Chat => crate::sim::request::Api::Chat,
+                // The simulator's Responses API is being added (sim-answers).
+                Api::Chat | Api::Responses => crate::sim::request::Api::Chat,
                 Api::Completions => crate::sim::request::Api::Completions,
             };
             let mut call = Call {
@@ -903,6 +904,10 @@ impl<'a> Sim<'a> {
                 .token_at
                 .first()
                 .map(|t| round_us(ms(*t) - scheduled_ms)),
+            ttfo_ms: call
+                .token_at
+                .first()
+                .map(|t| round_us(ms(*t) - scheduled_ms)),
             e2e_ms: ok.then_some(round_us(completed_ms - scheduled_ms)),
             itl_ms,
             prompt_tokens_requested: call.input_tokens,
@@ -914,6 +919,9 @@ impl<'a> Sim<'a> {
             output_tokens_requested: call.output_tokens,
             output_tokens,
             output_tokens_source,
+            reasoning_tokens: 0,
+            reasoning_tokens_source: None,
+            tool_calls: 0,
             finish_reason: call.finish.map(str::to_string),
             error,
             error_detail,

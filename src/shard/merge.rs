@@ -471,6 +471,10 @@ mod tests {
             reconnects: 0,
             class: None,
             retry_after_ms: None,
+            ttfo_ms: None,
+            reasoning_tokens: 0,
+            reasoning_tokens_source: None,
+            tool_calls: 0,
         }
     }
 

@@ -221,6 +221,10 @@ fn record(task: u64, scheduled_ms: f64, wait_ms: f64, service_ms: f64) -> Reques
         reconnects: 0,
         class: None,
         retry_after_ms: None,
+        ttfo_ms: None,
+        reasoning_tokens: 0,
+        reasoning_tokens_source: None,
+        tool_calls: 0,
     }
 }
 

@@ -128,6 +128,10 @@ fn record(
         reconnects: 0,
         class: Some(class.to_string()),
         retry_after_ms: None,
+        ttfo_ms: None,
+        reasoning_tokens: 0,
+        reasoning_tokens_source: None,
+        tool_calls: 0,
     }
 }
 

@@ -37,7 +37,7 @@ const TARGET_CHILDREN: &[&str] = &[
 ];
 /// Target children that may repeat (all others at most once).
 const TARGET_REPEATABLE: &[&str] = &["header"];
-const APIS: &[&str] = &["chat", "completions"];
+const APIS: &[&str] = &["chat", "completions", "responses"];
 const SIM_USAGE: &str =
     "sim h100-llama3-8b [fail-rate=0.01] [cut-rate=0.01] [stall=\"2s\"] [{ knobs }]";
 /// The children of `sim`, in the order of [`SimServing`]'s fields.
@@ -107,14 +107,14 @@ impl Decoder {
                     self.sim(child).map(|k| kind = Some(k))
                 }
                 "api" => {
-                    let usage = "api chat   // or: api completions";
+                    let usage = "api chat   // or: api completions, api responses";
                     self.single(child, usage)
                         .and_then(|e| self.choice(e, "api", APIS))
                         .map(|a| {
-                            api = if a == "chat" {
-                                Api::Chat
-                            } else {
-                                Api::Completions
+                            api = match a {
+                                "completions" => Api::Completions,
+                                "responses" => Api::Responses,
+                                _ => Api::Chat,
                             };
                         })
                 }
