@@ -126,6 +126,21 @@ pub struct RunSummary {
     /// Prompt + output tokens/s.
     pub total_tokens_per_s: f64,
     pub ttft_ms: LatencyStats,
+    /// Time to the first output token, when any measured call reasoned
+    /// first; without reasoning it is TTFT, which says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_ms: Option<LatencyStats>,
+    /// Mean reasoning tokens per successful measured call, when any reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_mean: Option<f64>,
+    /// Output tokens per streamed event of the successful measured calls:
+    /// above 1, the server sends several tokens per event, and ITL (the gap
+    /// between events, as a user sees it) is per event, not per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_event: Option<f64>,
+    /// Successful measured calls whose answer was a tool call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_call_answers: u64,
     pub itl_ms: LatencyStats,
     pub tpot_ms: LatencyStats,
     pub e2e_ms: LatencyStats,

@@ -309,6 +309,7 @@ impl SloEvidence {
 fn call_value(r: &RequestRecord, metric: LatencyMetric) -> Option<f64> {
     match metric {
         LatencyMetric::Ttft => r.ttft_ms,
+        LatencyMetric::Ttfo => r.ttfo(),
         LatencyMetric::E2e | LatencyMetric::TaskE2e => r.e2e_ms,
         LatencyMetric::Tpot => r.tpot_ms(),
         LatencyMetric::Itl => None,
@@ -525,6 +526,7 @@ pub fn request_meets(record: &RequestRecord, slo: &Slo, gaps: &mut StatsAccumula
             let limit_ms = limit.as_secs_f64() * 1000.0;
             let own = match metric {
                 LatencyMetric::Ttft => Some(record.ttft_ms),
+                LatencyMetric::Ttfo => Some(record.ttfo()),
                 LatencyMetric::E2e => Some(record.e2e_ms),
                 LatencyMetric::Tpot => record.tpot_ms().map(Some),
                 LatencyMetric::Itl => own_itl(&record.itl_ms, *stat, gaps).map(Some),
@@ -631,7 +633,7 @@ mod tests {
             }
         }
         let values = |m: LatencyMetric| match m {
-            LatencyMetric::Ttft => &ttft,
+            LatencyMetric::Ttft | LatencyMetric::Ttfo => &ttft,
             LatencyMetric::Itl => &itl,
             LatencyMetric::Tpot => &tpot,
             LatencyMetric::E2e | LatencyMetric::TaskE2e => &e2e,

@@ -256,6 +256,14 @@ pub struct RunAccumulator<'a> {
     output_tokens: f64,
     prompt_tokens_completed: f64,
     ttft: StatsAccumulator,
+    ttfo: StatsAccumulator,
+    /// Successful measured calls that reasoned, and their reasoning tokens.
+    reasoning: MeanAccumulator,
+    reasoned_calls: u64,
+    /// Successful measured calls' output tokens and the events that carried them.
+    event_tokens: f64,
+    token_events: u64,
+    tool_call_answers: u64,
     e2e: StatsAccumulator,
     tpot: StatsAccumulator,
     itl: StatsAccumulator,
@@ -311,6 +319,12 @@ impl<'a> RunAccumulator<'a> {
             output_tokens: 0.0,
             prompt_tokens_completed: 0.0,
             ttft: StatsAccumulator::default(),
+            ttfo: StatsAccumulator::default(),
+            reasoning: MeanAccumulator::default(),
+            reasoned_calls: 0,
+            event_tokens: 0.0,
+            token_events: 0,
+            tool_call_answers: 0,
             e2e: StatsAccumulator::default(),
             tpot: StatsAccumulator::default(),
             itl: StatsAccumulator::default(),
@@ -381,6 +395,19 @@ impl<'a> RunAccumulator<'a> {
             }
             None => {
                 self.ok += 1;
+                if let Some(t) = r.ttfo() {
+                    self.ttfo.push(t);
+                }
+                if r.reasoning_tokens > 0 {
+                    self.reasoned_calls += 1;
+                }
+                self.reasoning.push(f64::from(r.reasoning_tokens));
+                let events = r.token_events();
+                if events > 0 {
+                    self.token_events += u64::from(events);
+                    self.event_tokens += f64::from(r.output_tokens);
+                }
+                self.tool_call_answers += u64::from(r.tool_calls > 0);
                 if let Some(t) = r.ttft_ms {
                     self.ttft.push(t);
                     self.trend[batch].0 += 1;
@@ -557,6 +584,14 @@ impl<'a> RunAccumulator<'a> {
             output_tokens_per_s: per_s(self.output_tokens),
             total_tokens_per_s: per_s(self.prompt_tokens_completed + self.output_tokens),
             ttft_ms: self.ttft.finish(extra),
+            // Without reasoning TTFO is TTFT: stated once, as TTFT.
+            ttfo_ms: (self.reasoned_calls > 0).then(|| self.ttfo.finish(extra)),
+            reasoning_tokens_mean: (self.reasoned_calls > 0)
+                .then(|| self.reasoning.mean())
+                .flatten(),
+            tokens_per_event: (self.token_events > 0)
+                .then(|| self.event_tokens / self.token_events as f64),
+            tool_call_answers: self.tool_call_answers,
             itl_ms: self.itl.finish(extra),
             tpot_ms: self.tpot.finish(extra),
             e2e_ms: self.e2e.finish(extra),
@@ -589,6 +624,7 @@ impl<'a> RunAccumulator<'a> {
             };
             let values = |metric: LatencyMetric| match metric {
                 LatencyMetric::Ttft => &self.ttft,
+                LatencyMetric::Ttfo => &self.ttfo,
                 LatencyMetric::Itl => &self.itl,
                 LatencyMetric::Tpot => &self.tpot,
                 LatencyMetric::E2e => &self.e2e,
@@ -878,6 +914,8 @@ impl RunSummary {
     pub fn latency(&self, metric: LatencyMetric) -> &LatencyStats {
         match metric {
             LatencyMetric::Ttft => &self.ttft_ms,
+            // Without reasoning the answer starts with the first token.
+            LatencyMetric::Ttfo => self.ttfo_ms.as_ref().unwrap_or(&self.ttft_ms),
             LatencyMetric::Itl => &self.itl_ms,
             LatencyMetric::Tpot => &self.tpot_ms,
             LatencyMetric::E2e => &self.e2e_ms,

@@ -732,8 +732,11 @@ pub enum SloClause {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LatencyMetric {
-    /// Time to first content token.
+    /// Time to the first generated token (reasoning, content or tool call).
     Ttft,
+    /// Time to the first output token (content or tool call, after any
+    /// reasoning): when the answer starts.
+    Ttfo,
     /// Inter-token (inter-chunk) latency.
     Itl,
     /// Time per output token after the first: (E2E − TTFT)/(tokens − 1).
@@ -748,6 +751,7 @@ impl LatencyMetric {
     pub fn as_str(self) -> &'static str {
         match self {
             LatencyMetric::Ttft => "ttft",
+            LatencyMetric::Ttfo => "ttfo",
             LatencyMetric::Itl => "itl",
             LatencyMetric::Tpot => "tpot",
             LatencyMetric::E2e => "e2e",

@@ -52,6 +52,8 @@ pub(crate) struct HttpTarget {
     pub headers: std::sync::Arc<Vec<(reqwest::header::HeaderName, HeaderValue)>>,
     /// Counts output tokens when the server reports no usage.
     pub tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    /// The stream's format (chunks, or the Responses API's events).
+    pub wire: super::stream::Wire,
 }
 
 /// A client with keep-alive, no retries, `pool_size` idle connections kept,
@@ -245,9 +247,9 @@ pub(crate) async fn perform_call(
     let scheduled = scheduled.unwrap_or(sent);
     live.inflight.fetch_add(1, Ordering::Relaxed);
     let mut observer = if target.tokenizer.is_some() {
-        StreamObserver::keeping_text()
+        StreamObserver::keeping_text_of(target.wire)
     } else {
-        StreamObserver::new()
+        StreamObserver::for_wire(target.wire)
     };
     let mut progress = CallProgress::default();
     let mut leftover = None;

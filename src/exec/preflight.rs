@@ -170,7 +170,7 @@ pub fn judge(answer: &Answer, cx: &Context<'_>) -> Judgement {
     if !(200..300).contains(&answer.status) {
         return judge_refusal(answer, cx);
     }
-    let (observer, end) = read_stream(&answer.body);
+    let (observer, end) = read_stream(&answer.body, super::stream::Wire::of(cx.api));
     // A stream cut off by the preflight itself (it ran past the planned
     // length) is judged on its length, not on its missing end.
     let end = if answer.runaway { StreamEnd::Done } else { end };
@@ -601,10 +601,10 @@ fn names_word(text: &str, word: &str) -> bool {
 }
 
 /// The stream of a 2xx answer, read as a run reads it.
-fn read_stream(body: &[u8]) -> (StreamObserver, StreamEnd) {
+fn read_stream(body: &[u8], wire: super::stream::Wire) -> (StreamObserver, StreamEnd) {
     let mut decoder = SseDecoder::new();
     decoder.push(body);
-    let mut observer = StreamObserver::new();
+    let mut observer = StreamObserver::for_wire(wire);
     observer.on_bytes(body.len());
     let mut events = Vec::new();
     while let Some(event) = decoder.next_event() {
@@ -692,7 +692,7 @@ pub async fn run(
         for (name, value) in &headers {
             request = request.header(name.clone(), value.clone());
         }
-        let answer = read_answer(request, limit).await;
+        let answer = read_answer(request, limit, super::stream::Wire::of(endpoint.api)).await;
         let cx = Context {
             target,
             api: endpoint.api,
@@ -739,7 +739,7 @@ pub async fn run(
                 }
                 let dialect = Dialect {
                     length_field: options.length_field_for(endpoint.api).as_str().to_string(),
-                    stream_usage: options.stream_usage,
+                    stream_usage: options.sends_stream_options(endpoint.api),
                     force_length: options.force_length,
                     output_tokens_from,
                     settled,
@@ -777,7 +777,11 @@ pub async fn run(
 
 /// Send `request` and read its answer: an error body whole (capped), a
 /// stream until it ends or runs past `max_chunks` content chunks.
-async fn read_answer(request: reqwest::RequestBuilder, max_chunks: u32) -> Answer {
+async fn read_answer(
+    request: reqwest::RequestBuilder,
+    max_chunks: u32,
+    wire: super::stream::Wire,
+) -> Answer {
     let mut answer = Answer {
         status: 0,
         retry_after: None,
@@ -797,7 +801,7 @@ async fn read_answer(request: reqwest::RequestBuilder, max_chunks: u32) -> Answe
         answer.retry_after = super::transport::retry_after_of(response.headers());
     }
     let mut decoder = SseDecoder::new();
-    let mut observer = StreamObserver::new();
+    let mut observer = StreamObserver::for_wire(wire);
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {

@@ -647,6 +647,7 @@ pub(crate) async fn run(
         auth,
         timeout: endpoint.timeout,
         tokenizer: source.tokenizer(),
+        wire: super::stream::Wire::of(endpoint.api),
     };
     let target_has_tokenizer = target.tokenizer.is_some();
     let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;

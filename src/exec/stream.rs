@@ -473,10 +473,10 @@ impl StreamObserver {
                 }
                 self.on_generated(at_ms, delta.is_some(), false);
             }
-            "response.output_item.added" => {
-                if event.item.as_ref().and_then(|i| i.kind.as_deref()) == Some("function_call") {
-                    self.tool_calls += 1;
-                }
+            "response.output_item.added"
+                if event.item.as_ref().and_then(|i| i.kind.as_deref()) == Some("function_call") =>
+            {
+                self.tool_calls += 1;
             }
             "response.completed" | "response.incomplete" => {
                 self.done = true;
@@ -924,6 +924,227 @@ mod tests {
         o.on_event(&chat("ok"), 52.0);
         assert_eq!(o.first_content_ms(), Some(40.0));
         assert_eq!(o.content_chunks(), 3);
+    }
+
+    #[test]
+    fn reasoning_then_the_answer_are_timed_apart() {
+        let mut o = StreamObserver::new();
+        o.on_event(&ev(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#), 30.0);
+        o.on_event(&ev(r#"{"choices":[{"delta":{"reasoning":"let"}}]}"#), 31.0);
+        o.on_event(&ev(r#"{"choices":[{"delta":{"reasoning":" me"}}]}"#), 35.0);
+        o.on_event(&chat("Yes"), 112.0);
+        o.on_event(&ev(FINISH), 113.0);
+        o.on_event(
+            &ev(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":2}}}"#),
+            113.5,
+        );
+        o.on_event(&ev("[DONE]"), 114.0);
+        let r = o.into_record(id(), times(0.0, 0.0, 114.0), StreamEnd::Done);
+        assert_eq!(r.error, None);
+        assert_eq!((r.ttft_ms, r.ttfo_ms), (Some(31.0), Some(112.0)));
+        assert_eq!(
+            (r.reasoning_tokens, r.reasoning_tokens_source),
+            (2, Some(TokenSource::Usage))
+        );
+        assert_eq!(r.itl_ms, vec![4.0, 77.0], "ITL spans every generated event");
+        // Without usage details, the reasoning events are counted.
+        let mut o = StreamObserver::new();
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#),
+            1.0,
+        );
+        o.on_event(&chat("ok"), 2.0);
+        o.on_event(&ev("[DONE]"), 3.0);
+        assert_eq!(o.reasoning_tokens(), (1, Some(TokenSource::Chunks)));
+        // A server that reports zero reasoning did not reason.
+        let mut o = StreamObserver::new();
+        o.on_event(&chat("ok"), 2.0);
+        o.on_event(
+            &ev(r#"{"choices":[],"usage":{"completion_tokens":1,"completion_tokens_details":{"reasoning_tokens":0}}}"#),
+            2.5,
+        );
+        assert_eq!(o.reasoning_tokens(), (0, None));
+    }
+
+    #[test]
+    fn an_answer_that_is_all_reasoning_has_no_ttfo() {
+        let mut o = StreamObserver::new();
+        o.on_event(&ev(r#"{"choices":[{"delta":{"reasoning":"a"}}]}"#), 10.0);
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#),
+            11.0,
+        );
+        o.on_event(&ev("[DONE]"), 11.0);
+        let r = o.into_record(id(), times(0.0, 0.0, 11.0), StreamEnd::Done);
+        assert_eq!(
+            r.error, None,
+            "reasoning is generated output, not an empty one"
+        );
+        assert_eq!((r.ttft_ms, r.ttfo_ms, r.ttfo()), (Some(10.0), None, None));
+    }
+
+    #[test]
+    fn tool_calls_are_output_and_a_normal_end() {
+        let mut o = StreamObserver::new();
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#),
+            5.0,
+        );
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"search","arguments":""}}]}}]}"#),
+            20.0,
+        );
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":"}}]}}]}"#),
+            24.0,
+        );
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"x\"}"}}]}}]}"#),
+            28.0,
+        );
+        o.on_event(
+            &ev(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#),
+            28.5,
+        );
+        o.on_event(&ev("[DONE]"), 29.0);
+        let r = o.into_record(id(), times(0.0, 0.0, 29.0), StreamEnd::Done);
+        assert_eq!(r.error, None, "{r:?}");
+        assert_eq!((r.ttft_ms, r.ttfo_ms), (Some(20.0), Some(20.0)));
+        assert_eq!(r.tool_calls, 1);
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.output_tokens, 3, "counted by events without usage");
+    }
+
+    fn responses(kind: &str, rest: &str) -> SseEvent {
+        SseEvent {
+            event: Some(kind.to_string()),
+            data: format!(r#"{{"type":"{kind}"{rest}}}"#),
+        }
+    }
+
+    #[test]
+    fn the_responses_api_is_read_from_its_typed_events() {
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        let seq = [
+            (
+                responses(
+                    "response.created",
+                    r#","response":{"status":"in_progress"}"#,
+                ),
+                1.0,
+            ),
+            (
+                responses(
+                    "response.output_item.added",
+                    r#","item":{"type":"reasoning"}"#,
+                ),
+                2.0,
+            ),
+            (
+                responses("response.reasoning_text.delta", r#","delta":"think""#),
+                30.0,
+            ),
+            (
+                responses("response.reasoning_text.delta", r#","delta":" more""#),
+                34.0,
+            ),
+            (
+                responses(
+                    "response.output_item.added",
+                    r#","item":{"type":"message"}"#,
+                ),
+                90.0,
+            ),
+            (
+                responses("response.output_text.delta", r#","delta":" Yes""#),
+                100.0,
+            ),
+            (
+                responses("response.output_text.delta", r#","delta":" two words""#),
+                104.0,
+            ),
+            (
+                responses("response.output_text.done", r#","text":" Yes two words""#),
+                104.5,
+            ),
+        ];
+        for (event, at) in &seq {
+            assert_eq!(o.on_event(event, *at), EventVerdict::Continue);
+        }
+        let completed = responses(
+            "response.completed",
+            r#","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":8,"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":13}}"#,
+        );
+        assert_eq!(o.on_event(&completed, 105.0), EventVerdict::Done);
+        let r = o.into_record(id(), times(0.0, 0.0, 105.0), StreamEnd::Eof);
+        assert_eq!(r.error, None, "{r:?}");
+        assert_eq!((r.ttft_ms, r.ttfo_ms), (Some(30.0), Some(100.0)));
+        assert_eq!(
+            (r.output_tokens, r.output_tokens_source),
+            (5, TokenSource::Usage)
+        );
+        assert_eq!(r.reasoning_tokens, 2);
+        assert_eq!(r.prompt_tokens_reported, Some(8));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.itl_ms, vec![4.0, 66.0, 4.0]);
+        // A tool call on the Responses API.
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        o.on_event(
+            &responses(
+                "response.output_item.added",
+                r#","item":{"type":"function_call","name":"f"}"#,
+            ),
+            1.0,
+        );
+        o.on_event(
+            &responses("response.function_call_arguments.delta", r#","delta":"{}""#),
+            3.0,
+        );
+        o.on_event(
+            &responses(
+                "response.completed",
+                r#","response":{"status":"completed"}"#,
+            ),
+            4.0,
+        );
+        let r = o.into_record(id(), times(0.0, 0.0, 4.0), StreamEnd::Eof);
+        assert_eq!(
+            (r.tool_calls, r.ttfo_ms, r.finish_reason.as_deref()),
+            (1, Some(3.0), Some("tool_calls"))
+        );
+        // Failures.
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        let failed = responses(
+            "response.failed",
+            r#","response":{"status":"failed","error":{"code":"server_error","message":"engine died"}}"#,
+        );
+        assert_eq!(
+            o.on_event(&failed, 1.0),
+            EventVerdict::Fail(
+                ErrorClass::BrokenStream,
+                "server sent an error event: engine died".into()
+            )
+        );
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        let quota = responses(
+            "error",
+            r#","code":"rate_limit_exceeded","message":"slow down""#,
+        );
+        assert!(matches!(
+            o.on_event(&quota, 1.0),
+            EventVerdict::Fail(ErrorClass::RateLimited, _)
+        ));
+        // A stream that stops before response.completed is broken.
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        o.on_bytes(10);
+        o.on_event(
+            &responses("response.output_text.delta", r#","delta":"a""#),
+            1.0,
+        );
+        assert!(matches!(
+            o.conclude(StreamEnd::Eof),
+            Some((ErrorClass::BrokenStream, _))
+        ));
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub fn dialect(d: &crate::exec::Dialect) -> String {
     if d.force_length {
         fields.push("`ignore_eos` + `min_tokens`".into());
     }
-    fields.push(if d.stream_usage {
+    fields.push(if d.length_field == "max_output_tokens" {
+        // The Responses API reports usage in its last event, unasked.
+        "usage in `response.completed`".into()
+    } else if d.stream_usage {
         "`stream_options` (usage in the stream)".into()
     } else {
         "no `stream_options`".into()
@@ -151,6 +154,7 @@ pub fn profile_lines(workload: &Workload) -> Vec<(String, String)> {
 pub fn metric_label(metric: LatencyMetric) -> &'static str {
     match metric {
         LatencyMetric::Ttft => "TTFT",
+        LatencyMetric::Ttfo => "TTFO",
         LatencyMetric::Itl => "ITL",
         LatencyMetric::Tpot => "TPOT",
         LatencyMetric::E2e => "E2E",
@@ -163,6 +167,7 @@ pub fn metric_label(metric: LatencyMetric) -> &'static str {
 pub fn metric_label_str(metric: &str) -> String {
     match metric {
         "ttft" => "TTFT".into(),
+        "ttfo" => "TTFO".into(),
         "itl" => "ITL".into(),
         "tpot" => "TPOT".into(),
         "e2e" => "E2E".into(),

@@ -138,6 +138,8 @@ pub struct OpenPointView {
     pub calls_per_s: f64,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
+    pub ttfo_p50_ms: Option<f64>,
+    pub ttfo_p99_ms: Option<f64>,
     pub itl_p95_ms: Option<f64>,
     pub e2e_p99_ms: Option<f64>,
     pub task_e2e_p99_ms: Option<f64>,
@@ -183,6 +185,9 @@ pub struct SweepRow {
     pub total_tokens_per_s: f64,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
+    /// Only when the card's calls reasoned (`CardView::reasoning`).
+    pub ttfo_p50_ms: Option<f64>,
+    pub ttfo_p99_ms: Option<f64>,
     pub itl_p50_ms: Option<f64>,
     pub itl_p95_ms: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
@@ -215,6 +220,8 @@ pub struct SearchRow {
     pub errors: u64,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
+    pub ttfo_p50_ms: Option<f64>,
+    pub ttfo_p99_ms: Option<f64>,
     pub itl_p95_ms: Option<f64>,
     pub e2e_p99_ms: Option<f64>,
     pub task_e2e_p99_ms: Option<f64>,
@@ -246,6 +253,23 @@ pub struct ErrorClassRow {
     /// `HTTP 400 ×26,256: "Unrecognized request argument supplied: …"`.
     pub quotes: Vec<String>,
 }
+
+/// What the card's calls spent reasoning before their answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasoningView {
+    /// Mean reasoning tokens per successful call (over the runs that
+    /// reasoned, weighted by their calls).
+    pub tokens_mean: f64,
+    /// Where the count came from: `"the server's usage"`, or the streamed
+    /// reasoning counted.
+    pub source: String,
+}
+
+/// Events per token above which ITL is called per event on the card: a
+/// server that sends one token per event still has the odd event with two
+/// (a detokenizer holding back a partial character), and that is not worth
+/// a warning.
+pub const PER_EVENT_TOKENS: f64 = 1.25;
 
 /// Runs the early-stop rule ended: their first calls all failed alike.
 #[derive(Debug, Clone, Serialize)]
@@ -366,6 +390,17 @@ pub struct CardView {
     pub frontier_dense: Option<String>,
     /// Shown under Status and first in the Reading. `None`: every run valid.
     pub invalid: Option<InvalidRunsView>,
+    /// The model reasoned before answering; `None`: it did not, and TTFO
+    /// is TTFT (no TTFO column is shown).
+    pub reasoning: Option<ReasoningView>,
+    /// How many output tokens a streamed event carried, over the card's
+    /// measured calls; `None` without any.
+    pub tokens_per_event: Option<f64>,
+    /// Events carried clearly more than one token: ITL figures and clauses
+    /// are per event, and the card says so beside them.
+    pub itl_per_event: bool,
+    /// Successful measured calls that answered with a tool call.
+    pub tool_call_answers: u64,
     /// Runs the early-stop rule ended; `None`: none.
     pub stopped_early: Option<StoppedEarlyView>,
     /// Runs a provider's quota capped; `None`: none.
@@ -550,6 +585,8 @@ fn open_point(run: &RunSummary, slo: &str) -> OpenPointView {
         calls_per_s: run.requests_per_s,
         ttft_p50_ms: stat(&run.ttft_ms, |s| s.p50),
         ttft_p99_ms: stat(&run.ttft_ms, |s| s.p99),
+        ttfo_p50_ms: run.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p50)),
+        ttfo_p99_ms: run.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p99)),
         itl_p95_ms: stat(&run.itl_ms, |s| s.p95),
         e2e_p99_ms: stat(&run.e2e_ms, |s| s.p99),
         task_e2e_p99_ms: run.task_e2e_ms.as_ref().and_then(|s| stat(s, |s| s.p99)),
@@ -680,6 +717,8 @@ fn sweep_rows(card: &Card) -> Vec<SweepRow> {
                 total_tokens_per_s: r.total_tokens_per_s,
                 ttft_p50_ms: stat(&r.ttft_ms, |s| s.p50),
                 ttft_p99_ms: stat(&r.ttft_ms, |s| s.p99),
+                ttfo_p50_ms: r.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p50)),
+                ttfo_p99_ms: r.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p99)),
                 itl_p50_ms: stat(&r.itl_ms, |s| s.p50),
                 itl_p95_ms: stat(&r.itl_ms, |s| s.p95),
                 tpot_p50_ms: stat(&r.tpot_ms, |s| s.p50),
@@ -764,6 +803,8 @@ fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
                 errors: r.errors,
                 ttft_p50_ms: stat(&r.ttft_ms, |s| s.p50),
                 ttft_p99_ms: stat(&r.ttft_ms, |s| s.p99),
+                ttfo_p50_ms: r.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p50)),
+                ttfo_p99_ms: r.ttfo_ms.as_ref().and_then(|t| stat(t, |s| s.p99)),
                 itl_p95_ms: stat(&r.itl_ms, |s| s.p95),
                 e2e_p99_ms: stat(&r.e2e_ms, |s| s.p99),
                 task_e2e_p99_ms: r.task_e2e_ms.as_ref().and_then(|s| stat(s, |s| s.p99)),
@@ -875,6 +916,41 @@ pub fn quote(d: &crate::analyze::ErrorDetail) -> String {
         // Quoted inside markdown tables: a pipe would end the cell.
         detail.replace('|', "\\|").replace('\n', " ")
     )
+}
+
+fn reasoning(card: &Card) -> Option<ReasoningView> {
+    let runs: Vec<&RunSummary> = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter(|r| r.reasoning_tokens_mean.is_some())
+        .collect();
+    let calls: u64 = runs.iter().map(|r| r.requests).sum();
+    if calls == 0 {
+        return None;
+    }
+    let tokens: f64 = runs
+        .iter()
+        .map(|r| r.reasoning_tokens_mean.unwrap_or(0.0) * r.requests as f64)
+        .sum();
+    Some(ReasoningView {
+        tokens_mean: tokens / calls as f64,
+        source: "the server's usage where it reports `reasoning_tokens`, else the streamed reasoning counted".into(),
+    })
+}
+
+/// Output tokens per streamed event over the card's runs, weighted by calls.
+fn tokens_per_event(card: &Card) -> Option<f64> {
+    let (weighted, calls) = card
+        .closed
+        .iter()
+        .chain(&card.open)
+        .filter_map(|r| {
+            r.tokens_per_event
+                .map(|t| (t * r.requests as f64, r.requests))
+        })
+        .fold((0.0, 0u64), |(w, c), (tw, tc)| (w + tw, c + tc));
+    (calls > 0).then(|| weighted / calls as f64)
 }
 
 fn stopped_early(card: &Card) -> Option<StoppedEarlyView> {
@@ -1237,6 +1313,15 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         invalid: invalid_runs(card),
         stopped_early: stopped_early(card),
         rate_limited: rate_limited(card),
+        reasoning: reasoning(card),
+        tokens_per_event: tokens_per_event(card),
+        itl_per_event: tokens_per_event(card).is_some_and(|t| t > PER_EVENT_TOKENS),
+        tool_call_answers: card
+            .closed
+            .iter()
+            .chain(&card.open)
+            .map(|r| r.tool_call_answers)
+            .sum(),
         context_rejections: context_rejections(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,

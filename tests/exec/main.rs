@@ -991,3 +991,132 @@ async fn a_stream_dropped_after_its_first_bytes_is_a_broken_stream_and_not_resen
         "no call was sent twice"
     );
 }
+
+/// The server's own send times of each call's events, in request order.
+fn server_offsets(state: &server::ServerState) -> Vec<Vec<f64>> {
+    let mut all = state.token_offsets_ms.lock().unwrap().clone();
+    all.sort_by_key(|(number, _)| *number);
+    all.into_iter().map(|(_, t)| t).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_and_the_answer_are_timed_against_the_servers_clock() {
+    let _serial = SERIAL.lock().await;
+    for api in [Api::Chat, Api::Responses] {
+        let (addr, state) = server::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ep = Endpoint {
+            api,
+            ..endpoint(addr, "reasoning", Duration::from_secs(5))
+        };
+        // 20 reasoning tokens then 10 of the answer, 4 ms apart.
+        let journal = run_closed(
+            &ep,
+            &closed(1, 0, StopRule::Requests(10)),
+            TestSource::single(30),
+            &dir,
+        )
+        .await;
+        let truth = server_offsets(&state);
+        assert_eq!(truth.len(), 10);
+        let (mut ttft, mut ttfo, mut true_ttft, mut true_ttfo) = (vec![], vec![], vec![], vec![]);
+        for (r, t) in journal.requests.iter().zip(&truth) {
+            assert_eq!(r.error, None, "{api:?}: {r:?}");
+            assert_eq!(
+                (r.reasoning_tokens, r.reasoning_tokens_source),
+                (server::REASONING_TOKENS, Some(TokenSource::Usage)),
+                "{api:?}"
+            );
+            assert_eq!(r.output_tokens, 30);
+            ttft.push(r.ttft_ms.unwrap());
+            ttfo.push(r.ttfo_ms.unwrap());
+            true_ttft.push(t[0]);
+            true_ttfo.push(t[server::REASONING_TOKENS as usize]);
+        }
+        for (what, client, server) in [
+            ("TTFT", median(ttft), median(true_ttft)),
+            ("TTFO", median(ttfo), median(true_ttfo)),
+        ] {
+            eprintln!("{api:?} {what} p50: client {client:.3} ms, server {server:.3} ms");
+            // As for TTFT above: the client's clock starts at the send, the
+            // server's when its handler runs, never the other way round.
+            assert!(
+                client >= server && client - server <= TTFT_REQUEST_PATH_MS,
+                "{api:?} {what} p50 {client} vs the server's {server}"
+            );
+        }
+        // 20 reasoning events at 4 ms: the answer starts ~80 ms after TTFT.
+        let gap = median(
+            journal
+                .requests
+                .iter()
+                .map(|r| r.ttfo_ms.unwrap() - r.ttft_ms.unwrap())
+                .collect(),
+        );
+        assert!((gap - 80.0).abs() <= 2.0, "{api:?}: {gap}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_and_several_tokens_an_event_are_measured_as_users_see_them() {
+    let _serial = SERIAL.lock().await;
+    for api in [Api::Chat, Api::Responses] {
+        let (addr, _state) = server::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tools = Endpoint {
+            api,
+            ..endpoint(addr, "reasoning-tools", Duration::from_secs(5))
+        };
+        let journal = run_closed(
+            &tools,
+            &closed(2, 0, StopRule::Requests(16)),
+            TestSource::single(24),
+            &dir,
+        )
+        .await;
+        assert!(journal.requests.len() >= 16);
+        for r in &journal.requests {
+            assert_eq!(
+                r.error, None,
+                "{api:?}: a tool call is output, not empty: {r:?}"
+            );
+            assert_eq!(r.tool_calls, 1);
+            assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+            assert_eq!(r.reasoning_tokens, server::REASONING_TOKENS);
+            assert!(
+                r.ttfo_ms.unwrap() > r.ttft_ms.unwrap(),
+                "the call starts after reasoning"
+            );
+        }
+        let multi = Endpoint {
+            api,
+            ..endpoint(addr, "multi", Duration::from_secs(5))
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let journal = run_closed(
+            &multi,
+            &closed(1, 0, StopRule::Requests(10)),
+            TestSource::single(10),
+            &dir,
+        )
+        .await;
+        for r in &journal.requests {
+            // 10 tokens in events of 4, 4 and 2: three events, two gaps of
+            // ~4 ms; TPOT is per token.
+            assert_eq!(
+                (r.output_tokens, r.token_events()),
+                (10, 3),
+                "{api:?}: {r:?}"
+            );
+            assert_eq!(r.itl_ms.len(), 2);
+            let tpot = r.tpot_ms().unwrap();
+            assert!(
+                tpot < 2.0,
+                "{api:?}: TPOT {tpot} ms per token, ITL per event"
+            );
+        }
+        let summary = capcard::analyze::summarize(&journal, &[]);
+        let per_event = summary.tokens_per_event.unwrap();
+        assert!((per_event - 10.0 / 3.0).abs() < 1e-9, "{per_event}");
+    }
+}

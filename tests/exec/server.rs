@@ -51,6 +51,7 @@ pub async fn start() -> (SocketAddr, Arc<ServerState>) {
     let app = Router::new()
         .route("/{scenario}/v1/chat/completions", post(chat))
         .route("/{scenario}/v1/completions", post(completions))
+        .route("/{scenario}/v1/responses", post(responses))
         .route("/{scenario}/v1/models", get(models))
         .with_state(Arc::clone(&state));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -98,10 +99,119 @@ async fn completions(
     respond(state, scenario, headers, body, Format::Completions).await
 }
 
-#[derive(Clone, Copy)]
+async fn responses(
+    state: State<Arc<ServerState>>,
+    scenario: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    respond(state, scenario, headers, body, Format::Responses).await
+}
+
+#[derive(Clone, Copy, PartialEq)]
 enum Format {
     Chat,
     Completions,
+    Responses,
+}
+
+/// Reasoning tokens of the `reasoning` scenarios, sent before the answer.
+pub const REASONING_TOKENS: u32 = 20;
+/// Tokens per event of the `multi` scenario.
+pub const TOKENS_PER_EVENT: u32 = 4;
+
+/// One generated event of any kind, in `format`'s framing.
+fn generated_event(format: Format, kind: Kind, text: &str, finish: Option<&str>) -> String {
+    let finish_json = finish.map_or("null".to_string(), |f| format!("\"{f}\""));
+    match (format, kind) {
+        (Format::Responses, Kind::Reasoning) => format!(
+            "event: response.reasoning_text.delta\ndata: {{\"type\":\"response.reasoning_text.delta\",\"delta\":\"{text}\"}}\n\n"
+        ),
+        (Format::Responses, Kind::Content) => format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"delta\":\"{text}\"}}\n\n"
+        ),
+        (Format::Responses, Kind::ToolCall { first }) => {
+            let added = if first {
+                "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"name\":\"search\"}}\n\n"
+            } else {
+                ""
+            };
+            format!(
+                "{added}event: response.function_call_arguments.delta\ndata: {{\"type\":\"response.function_call_arguments.delta\",\"delta\":\"{text}\"}}\n\n"
+            )
+        }
+        (_, Kind::Reasoning) => format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"reasoning\":\"{text}\"}},\"finish_reason\":{finish_json}}}]}}\n\n"
+        ),
+        (_, Kind::ToolCall { first: true }) => format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{{\"name\":\"search\",\"arguments\":\"{text}\"}}}}]}},\"finish_reason\":{finish_json}}}]}}\n\n"
+        ),
+        (_, Kind::ToolCall { first: false }) => format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{text}\"}}}}]}},\"finish_reason\":{finish_json}}}]}}\n\n"
+        ),
+        (_, Kind::Content) => content_event(format, text, finish),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Reasoning,
+    Content,
+    ToolCall { first: bool },
+}
+
+/// The end of a stream: usage (with the reasoning tokens) and `[DONE]`, or
+/// the Responses API's `response.completed`.
+fn end_events(format: Format, tokens: u32, reasoning: u32, finish: &str) -> String {
+    match format {
+        Format::Responses => format!(
+            "event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"status\":\"completed\",\"usage\":{{\"input_tokens\":{REPORTED_PROMPT_TOKENS},\"output_tokens\":{tokens},\"output_tokens_details\":{{\"reasoning_tokens\":{reasoning}}}}}}}}}\n\n"
+        ),
+        _ => format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"{finish}\"}}]}}\n\ndata: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{REPORTED_PROMPT_TOKENS},\"completion_tokens\":{tokens},\"completion_tokens_details\":{{\"reasoning_tokens\":{reasoning}}}}}}}\n\n{DONE}"
+        ),
+    }
+}
+
+/// `reasoning` tokens of reasoning, then the answer (content, or a tool
+/// call), `per_event` tokens an event, an event every `gap_ms` from
+/// `first_ms`: 2026's models, by construction.
+fn answer(
+    format: Format,
+    tokens: u32,
+    (reasoning, tool_call, per_event): (u32, bool, u32),
+    (first_ms, gap_ms): (u64, u64),
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if format == Format::Chat {
+        steps.push(Step::Send(ROLE_EVENT.to_string()));
+    }
+    let reasoning = reasoning.min(tokens);
+    let mut event = 0u64;
+    let mut sent = 0u32;
+    while sent < tokens {
+        let kind = if sent < reasoning {
+            Kind::Reasoning
+        } else if tool_call {
+            Kind::ToolCall {
+                first: sent == reasoning,
+            }
+        } else {
+            Kind::Content
+        };
+        // An event holds one kind only.
+        let limit = if sent < reasoning { reasoning } else { tokens };
+        let n = per_event.min(limit - sent);
+        let text: String = (0..n).map(|k| format!("t{}", sent + k)).collect();
+        steps.push(Step::At(ms(first_ms + gap_ms * event)));
+        steps.push(Step::Token(generated_event(format, kind, &text, None)));
+        sent += n;
+        event += 1;
+    }
+    steps.push(Step::Release);
+    let finish = if tool_call { "tool_calls" } else { "length" };
+    steps.push(Step::Send(end_events(format, tokens, reasoning, finish)));
+    steps
 }
 
 fn content_event(format: Format, text: &str, finish: Option<&str>) -> String {
@@ -112,6 +222,9 @@ fn content_event(format: Format, text: &str, finish: Option<&str>) -> String {
         ),
         Format::Completions => format!(
             "data: {{\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":{finish}}}]}}\n\n"
+        ),
+        Format::Responses => format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"delta\":\"{text}\"}}\n\n"
         ),
     }
 }
@@ -173,6 +286,7 @@ async fn respond(
     let max_tokens = request["max_completion_tokens"]
         .as_u64()
         .or(request["max_tokens"].as_u64())
+        .or(request["max_output_tokens"].as_u64())
         .unwrap_or(4) as u32;
     state.bodies.lock().unwrap().push(request);
     if let Some(auth) = headers.get("authorization") {
@@ -190,7 +304,32 @@ async fn respond(
             .into_response()
     };
     let steps = match scenario.as_str() {
+        "ok" if format == Format::Responses => answer(
+            format,
+            max_tokens,
+            (0, false, 1),
+            (FIRST_TOKEN_MS, TOKEN_GAP_MS),
+        ),
         "ok" => healthy(format, max_tokens, FIRST_TOKEN_MS, TOKEN_GAP_MS, true),
+        "reasoning" => answer(
+            format,
+            max_tokens,
+            (REASONING_TOKENS, false, 1),
+            (FIRST_TOKEN_MS, 4),
+        ),
+        "tools" => answer(format, max_tokens, (0, true, 1), (FIRST_TOKEN_MS, 4)),
+        "reasoning-tools" => answer(
+            format,
+            max_tokens,
+            (REASONING_TOKENS, true, 1),
+            (FIRST_TOKEN_MS, 4),
+        ),
+        "multi" => answer(
+            format,
+            max_tokens,
+            (0, false, TOKENS_PER_EVENT),
+            (FIRST_TOKEN_MS, 4),
+        ),
         "nousage" => healthy(format, max_tokens, FIRST_TOKEN_MS, TOKEN_GAP_MS, false),
         "slow" => healthy(format, 2, 250, 5, true),
         "split" => {

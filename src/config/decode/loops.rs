@@ -36,7 +36,7 @@ const OPEN_CHILDREN: &[&str] = &[
     "repeat",
     "frontier",
 ];
-const METRICS: &[&str] = &["ttft", "itl", "tpot", "e2e", "task-e2e"];
+const METRICS: &[&str] = &["ttft", "ttfo", "itl", "tpot", "e2e", "task-e2e"];
 const ARRIVALS: &[&str] = &["constant", "poisson", "gamma", "trace"];
 
 /// `arrival trace "file"`: the first argument is the word `trace`.
@@ -558,6 +558,7 @@ impl Decoder {
 
 fn metric_from_name(name: &str) -> LatencyMetric {
     match name {
+        "ttfo" => LatencyMetric::Ttfo,
         "itl" => LatencyMetric::Itl,
         "tpot" => LatencyMetric::Tpot,
         "e2e" => LatencyMetric::E2e,

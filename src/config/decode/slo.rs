@@ -11,7 +11,15 @@ use crate::config::model::{LatencyMetric, Slo, SloClause};
 use crate::config::units::{self, STAT_HELP};
 use crate::config::validate::{self as rules, At};
 
-const SLO_CHILDREN: &[&str] = &["ttft", "itl", "tpot", "e2e", "task-e2e", "error-rate"];
+const SLO_CHILDREN: &[&str] = &[
+    "ttft",
+    "ttfo",
+    "itl",
+    "tpot",
+    "e2e",
+    "task-e2e",
+    "error-rate",
+];
 
 impl Decoder {
     pub(super) fn slo(&mut self, node: &KdlNode) -> Option<Slo> {
@@ -24,6 +32,7 @@ impl Decoder {
             let metric_name = child.name().value();
             let metric = match metric_name {
                 "ttft" => LatencyMetric::Ttft,
+                "ttfo" => LatencyMetric::Ttfo,
                 "itl" => LatencyMetric::Itl,
                 "tpot" => LatencyMetric::Tpot,
                 "e2e" => LatencyMetric::E2e,
