@@ -20,13 +20,14 @@
 //! needs), the run's value of each clause's own statistic vs arrival rate
 //! (rate linear, latency log10), each clause's bound a dashed horizontal
 //! line in its SLO's colour, a red disc under every point whose run failed
-//! the clause conclusively (the legend names the rates), and each Cr_open a
-//! solid vertical line. Clauses of several SLOs on one statistic share its
+//! the clause conclusively and a red ring where its verdict was
+//! inconclusive (the legend names the rates: the inconclusive ones are why
+//! Cr_open can be a range), and each Cr_open a solid vertical line. Clauses of several SLOs on one statistic share its
 //! line: the statistic is the run's, only the bound is the SLO's. Points are
 //! the statistic over successful calls (`RunSummary::latency`), while a
 //! verdict counts failed calls beyond every bound and judges a confidence
-//! interval: a point over its bound may be unmarked (inconclusive) and a
-//! marked point may sit under it (failed calls). Error-rate clauses are no
+//! interval: a point over its bound may be ringed only (inconclusive) and a
+//! failed point may sit under it (failed calls). Error-rate clauses are no
 //! latency and are left out; the card's tables give their verdicts. A card
 //! whose SLOs bound no latency keeps TTFT and E2E p50/p99.
 
@@ -253,6 +254,8 @@ struct OpenBound {
     /// The rates whose run failed the clause conclusively, and the run's
     /// value of the statistic (`None`: not measured, marked at the top).
     failed: Vec<(f64, Option<f64>)>,
+    /// The same for the runs whose verdict on the clause was inconclusive.
+    inconclusive: Vec<(f64, Option<f64>)>,
 }
 
 /// One panel of the open chart: one latency metric.
@@ -326,23 +329,24 @@ fn open_panels(card: &Card) -> Vec<OpenPanel> {
                 panel.series.push(series_of(*metric, *stat, color));
             }
             let label = clause_label(clause);
-            let failed = runs
-                .iter()
-                .filter_map(|run| {
-                    let verdict = run.verdict(&slo.name)?;
-                    // A verdict lists the SLO's clauses in order; the label
-                    // guards against an SLO edited since the run.
-                    let judged = verdict
-                        .clauses
-                        .get(clause_index)
-                        .filter(|c| c.label == label)
-                        .or_else(|| verdict.clauses.iter().find(|c| c.label == label))?;
-                    if judged.verdict() != Verdict::Fail {
-                        return None;
-                    }
-                    Some((run.rate_rps?, run_stat(run, *metric, *stat)))
-                })
-                .collect();
+            let judged_as = |wanted: Verdict| -> Vec<(f64, Option<f64>)> {
+                runs.iter()
+                    .filter_map(|run| {
+                        let verdict = run.verdict(&slo.name)?;
+                        // A verdict lists the SLO's clauses in order; the
+                        // label guards against an SLO edited since the run.
+                        let judged = verdict
+                            .clauses
+                            .get(clause_index)
+                            .filter(|c| c.label == label)
+                            .or_else(|| verdict.clauses.iter().find(|c| c.label == label))?;
+                        if judged.verdict() != wanted {
+                            return None;
+                        }
+                        Some((run.rate_rps?, run_stat(run, *metric, *stat)))
+                    })
+                    .collect()
+            };
             let limit_ms = limit.as_secs_f64() * 1000.0;
             panel.bounds.push(OpenBound {
                 label: format!("{}: {}", slo.name, clause_words(clause)),
@@ -353,22 +357,24 @@ fn open_panels(card: &Card) -> Vec<OpenPanel> {
                 ),
                 limit_ms,
                 color: SLO_COLORS[slo_index % SLO_COLORS.len()],
-                failed,
+                failed: judged_as(Verdict::Fail),
+                inconclusive: judged_as(Verdict::Inconclusive),
             });
         }
     }
     panels
 }
 
-/// `"failed at 4.40, 8.00 RPS"`; many rates as their range, to fit the legend.
-fn failed_words(rates: &[f64]) -> String {
+/// `"failed at 4.40, 8.00 RPS"` (`what` = `"failed"`); many rates as their
+/// range, to fit the legend.
+fn rates_words(what: &str, rates: &[f64]) -> String {
     match rates {
         [] => String::new(),
         [_, _, _, _, ..] => {
             let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             format!(
-                "failed at {} runs, {}–{} RPS",
+                "{what} at {} runs, {}–{} RPS",
                 rates.len(),
                 rps(lo),
                 rps(hi)
@@ -376,7 +382,7 @@ fn failed_words(rates: &[f64]) -> String {
         }
         _ => {
             let listed: Vec<String> = rates.iter().map(|r| rps(*r)).collect();
-            format!("failed at {} RPS", listed.join(", "))
+            format!("{what} at {} RPS", listed.join(", "))
         }
     }
 }
@@ -479,6 +485,8 @@ pub(crate) enum Swatch {
     Hollow(RGBColor),
     /// A large filled disc: a run that failed a clause.
     Failed(RGBColor),
+    /// A large ring: a run inconclusive on a clause.
+    Unsure(RGBColor),
 }
 
 /// Where a card chart's legend starts, below its title.
@@ -545,6 +553,7 @@ where
                 area.draw(&Circle::new((x0 + 13, y), 4, c.stroke_width(2)))?;
             }
             Swatch::Failed(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.filled()))?,
+            Swatch::Unsure(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.stroke_width(2)))?,
         }
         area.draw(&Text::new(
             label.clone(),
@@ -804,9 +813,14 @@ fn open_chart(card: &Card) -> DrawResult<String> {
                 .collect();
             for bound in &panel.bounds {
                 legend.push((Swatch::Dashed(bound.color), bound.label.clone()));
-                if !bound.failed.is_empty() {
-                    let rates: Vec<f64> = bound.failed.iter().map(|f| f.0).collect();
-                    legend.push((Swatch::Text, failed_words(&rates)));
+                for (what, runs) in [
+                    ("failed", &bound.failed),
+                    ("inconclusive", &bound.inconclusive),
+                ] {
+                    if !runs.is_empty() {
+                        let rates: Vec<f64> = runs.iter().map(|f| f.0).collect();
+                        legend.push((Swatch::Text, rates_words(what, &rates)));
+                    }
                 }
             }
             for (label, _, color) in &marks {
@@ -816,6 +830,12 @@ fn open_chart(card: &Card) -> DrawResult<String> {
                 legend.push((
                     Swatch::Failed(FAIL_COLOR),
                     "run failed the clause".to_string(),
+                ));
+            }
+            if panel.bounds.iter().any(|b| !b.inconclusive.is_empty()) {
+                legend.push((
+                    Swatch::Unsure(FAIL_COLOR),
+                    "run inconclusive on the clause".to_string(),
                 ));
             }
             legend
@@ -899,14 +919,22 @@ fn open_chart(card: &Card) -> DrawResult<String> {
                 ))?;
             }
             // Under the series' own dots, so a failed point reads as a red
-            // halo around it; not measured → at the top edge.
+            // halo around it and an inconclusive one as a red ring; not
+            // measured → at the top edge.
             for bound in &panel.bounds {
+                let at = |value: &Option<f64>| value.map_or(y_range.end, f64::log10);
                 for (rate, value) in &bound.failed {
-                    let y = value.map_or(y_range.end, f64::log10);
                     chart.draw_series(std::iter::once(Circle::new(
-                        (*rate, y),
+                        (*rate, at(value)),
                         7,
                         FAIL_COLOR.filled(),
+                    )))?;
+                }
+                for (rate, value) in &bound.inconclusive {
+                    chart.draw_series(std::iter::once(Circle::new(
+                        (*rate, at(value)),
+                        7,
+                        FAIL_COLOR.stroke_width(2),
                     )))?;
                 }
             }
@@ -1279,7 +1307,7 @@ mod tests {
     }
 
     #[test]
-    fn only_conclusive_failures_are_marked() {
+    fn an_inconclusive_clause_is_ringed_not_failed() {
         let mut card = chat_card();
         for run in &mut card.open {
             for verdict in &mut run.verdicts {
@@ -1290,18 +1318,20 @@ mod tests {
                 }
             }
         }
-        assert!(open_panels(&card)[1].bounds[0].failed.is_empty());
+        let itl = &open_panels(&card)[1].bounds[0];
+        assert!(itl.failed.is_empty());
+        assert_eq!(itl.inconclusive, [(9.5, Some(84.1))], "ringed instead");
         // A verdict that lost its clauses (an older results.json) marks nothing.
         for run in &mut card.open {
             for verdict in &mut run.verdicts {
                 verdict.clauses.clear();
             }
         }
-        assert!(
-            open_panels(&card)
+        assert!(open_panels(&card).iter().all(|p| {
+            p.bounds
                 .iter()
-                .all(|p| p.bounds.iter().all(|b| b.failed.is_empty()))
-        );
+                .all(|b| b.failed.is_empty() && b.inconclusive.is_empty())
+        }));
     }
 
     #[test]
@@ -1342,6 +1372,29 @@ mod tests {
             TITLE_HEIGHT + 3 * PANEL_HEIGHT
         )));
         assert_eq!(svg, open_chart(&card).expect("drawn"), "deterministic");
+        assert!(
+            !svg.contains("inconclusive"),
+            "no inconclusive clause, no ring"
+        );
+
+        // An inconclusive clause: a red ring and its rates in the legend.
+        let mut unsure = card.clone();
+        if let Some(clause) = unsure
+            .open
+            .iter_mut()
+            .find(|r| r.rate_rps == Some(8.0))
+            .and_then(|r| r.verdicts.iter_mut().find(|v| v.slo == "interactive"))
+            .and_then(|v| v.clauses.iter_mut().find(|c| c.label.starts_with("itl")))
+        {
+            clause.verdict = Some(Verdict::Inconclusive);
+        }
+        let svg = open_chart(&unsure).expect("drawn");
+        assert!(svg.contains("inconclusive at 8.00 RPS"), "{svg}");
+        assert!(svg.contains("run inconclusive on the clause"));
+        let rings = svg
+            .matches("r=\"7\" opacity=\"1\" fill=\"none\" stroke=\"#D62728\"")
+            .count();
+        assert_eq!(rings, 2, "the run's and the legend's: {svg}");
     }
 
     #[test]
@@ -1392,15 +1445,15 @@ mod tests {
     }
 
     #[test]
-    fn failed_rates_in_words() {
-        assert_eq!(failed_words(&[9.5]), "failed at 9.50 RPS");
+    fn rates_in_words() {
+        assert_eq!(rates_words("failed", &[9.5]), "failed at 9.50 RPS");
         assert_eq!(
-            failed_words(&[4.4, 8.0, 9.5]),
+            rates_words("failed", &[4.4, 8.0, 9.5]),
             "failed at 4.40, 8.00, 9.50 RPS"
         );
         assert_eq!(
-            failed_words(&[4.4, 4.8, 8.0, 9.5]),
-            "failed at 4 runs, 4.40–9.50 RPS"
+            rates_words("inconclusive", &[4.4, 4.8, 8.0, 9.5]),
+            "inconclusive at 4 runs, 4.40–9.50 RPS"
         );
     }
 }
