@@ -12,6 +12,24 @@
 //! frontier puts the clause's bound on the same log10 axis, and the rate it
 //! buys on a linear one, so "what does loosening the bound by half buy"
 //! reads as a step up.
+//!
+//! The open-loop chart shows what the SLOs judge, so that it says which
+//! clause decided Cr_open and not only that latency grew: one panel per
+//! latency metric the card's SLOs bound (derived from their clauses, in the
+//! order the SLOs first name them, stacked and each as tall as its legend
+//! needs), the run's value of each clause's own statistic vs arrival rate
+//! (rate linear, latency log10), each clause's bound a dashed horizontal
+//! line in its SLO's colour, a red disc under every point whose run failed
+//! the clause conclusively and a red ring where its verdict was
+//! inconclusive (the legend names the rates: the inconclusive ones are why
+//! Cr_open can be a range), and each Cr_open a solid vertical line. Clauses of several SLOs on one statistic share its
+//! line: the statistic is the run's, only the bound is the SLO's. Points are
+//! the statistic over successful calls (`RunSummary::latency`), while a
+//! verdict counts failed calls beyond every bound and judges a confidence
+//! interval: a point over its bound may be ringed only (inconclusive) and a
+//! failed point may sit under it (failed calls). Error-rate clauses are no
+//! latency and are left out; the card's tables give their verdicts. A card
+//! whose SLOs bound no latency keeps TTFT and E2E p50/p99.
 
 use std::ops::Range;
 
@@ -21,10 +39,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::analyze::frontier::Frontier;
 use crate::analyze::slo::clause_label;
-use crate::analyze::{Card, LatencyStats, RunSummary};
-use crate::config::{LatencyMetric, SloClause};
+use crate::analyze::{Card, LatencyStats, RunSummary, Verdict};
+use crate::config::{LatencyMetric, SloClause, Stat};
 
-use super::describe::{clause_words, metric_label};
+use super::describe::{clause_words, metric_label, stat_label};
 use super::format::{duration_secs, num, plain, rps};
 
 /// One chart: a file name relative to the card and its SVG text.
@@ -46,11 +64,13 @@ pub(crate) fn chart_links(card: &Card) -> Vec<(String, String)> {
                 .to_string(),
         ));
     }
-    if !open_points(card).is_empty() {
-        links.push((
-            format!("{stem}--open.svg"),
-            "open loop: TTFT and E2E vs arrival rate, SLO bounds and Cr_open marked".to_string(),
-        ));
+    if !open_runs(card).is_empty() {
+        let what = if has_latency_clause(card) {
+            "open loop: each SLO latency clause's statistic vs arrival rate, its bound and the rates that failed it marked, Cr_open marked"
+        } else {
+            "open loop: TTFT and E2E p50/p99 vs arrival rate, Cr_open marked"
+        };
+        links.push((format!("{stem}--open.svg"), what.to_string()));
     }
     if !frontier_series(card).is_empty() {
         links.push((
@@ -107,6 +127,19 @@ const SLO_COLORS: [RGBColor; 4] = [
     RGBColor(23, 190, 207),
     RGBColor(188, 189, 34),
 ];
+
+/// Per statistic of an open-loop panel, in the order the SLOs name them:
+/// apart from the SLO colours (bounds) and from the failure red.
+const STAT_COLORS: [RGBColor; 5] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// A run that failed a clause, on the open chart.
+const FAIL_COLOR: RGBColor = RGBColor(214, 39, 40);
 
 /// Per frontier curve, in results order (a curve and its declared bound
 /// share one).
@@ -172,15 +205,9 @@ fn closed_points(card: &Card) -> Vec<ClosedPoint> {
         .collect()
 }
 
-struct OpenPoint {
-    rate_rps: f64,
-    ttft_p50_ms: Option<f64>,
-    ttft_p99_ms: Option<f64>,
-    e2e_p50_ms: Option<f64>,
-    e2e_p99_ms: Option<f64>,
-}
-
-fn open_points(card: &Card) -> Vec<OpenPoint> {
+/// The open runs the chart plots: by rising rate (repetitions of a rate by
+/// run id), each with a rate to put it at.
+fn open_runs(card: &Card) -> Vec<&RunSummary> {
     let mut runs: Vec<&RunSummary> = card
         .open
         .iter()
@@ -192,17 +219,172 @@ fn open_points(card: &Card) -> Vec<OpenPoint> {
             .unwrap_or(std::cmp::Ordering::Equal)
             .then_with(|| a.run_id.cmp(&b.run_id))
     });
-    runs.into_iter()
-        .filter_map(|r| {
-            Some(OpenPoint {
-                rate_rps: r.rate_rps?,
-                ttft_p50_ms: stat_of(&r.ttft_ms, |s| s.p50),
-                ttft_p99_ms: stat_of(&r.ttft_ms, |s| s.p99),
-                e2e_p50_ms: stat_of(&r.e2e_ms, |s| s.p50),
-                e2e_p99_ms: stat_of(&r.e2e_ms, |s| s.p99),
+    runs
+}
+
+/// Whether an SLO of the card bounds a latency: then the open chart shows
+/// the clauses, else TTFT and E2E p50/p99.
+fn has_latency_clause(card: &Card) -> bool {
+    card.slos
+        .iter()
+        .flat_map(|s| &s.clauses)
+        .any(|c| matches!(c, SloClause::Latency { .. }))
+}
+
+/// One line of an open-loop panel: one statistic of the panel's metric.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenSeries {
+    stat: Stat,
+    /// `"TTFT p95"`.
+    label: String,
+    color: RGBColor,
+    /// `(rate, ms)`, by rising rate; a run that did not measure it is left out.
+    points: Vec<(f64, f64)>,
+}
+
+/// One SLO clause on its metric's panel.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenBound {
+    /// `"interactive: TTFT p95 ≤ 400 ms"`, as the frontier chart names it.
+    label: String,
+    /// `"p95 ≤ 400 ms"`, beside the line.
+    short: String,
+    limit_ms: f64,
+    color: RGBColor,
+    /// The rates whose run failed the clause conclusively, and the run's
+    /// value of the statistic (`None`: not measured, marked at the top).
+    failed: Vec<(f64, Option<f64>)>,
+    /// The same for the runs whose verdict on the clause was inconclusive.
+    inconclusive: Vec<(f64, Option<f64>)>,
+}
+
+/// One panel of the open chart: one latency metric.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenPanel {
+    metric: LatencyMetric,
+    series: Vec<OpenSeries>,
+    bounds: Vec<OpenBound>,
+}
+
+/// A statistic a run measured, drawable on a log axis (no samples, or a
+/// percentile nobody asked for → `None`, never 0).
+fn run_stat(run: &RunSummary, metric: LatencyMetric, stat: Stat) -> Option<f64> {
+    run.latency(metric)
+        .get(stat)
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// The panels of the open chart. With latency clauses: one panel per
+/// metric an SLO bounds (in the order the SLOs first name them), each
+/// clause's statistic a series shared by the SLOs that bound it, each
+/// clause a bound in its SLO's colour with the rates that failed it.
+/// Without: TTFT and E2E p50/p99, as before there were clauses to show.
+fn open_panels(card: &Card) -> Vec<OpenPanel> {
+    let runs = open_runs(card);
+    let series_of = |metric: LatencyMetric, stat: Stat, color: RGBColor| OpenSeries {
+        stat,
+        label: format!("{} {}", metric_label(metric), stat_label(stat)),
+        color,
+        points: runs
+            .iter()
+            .filter_map(|r| Some((r.rate_rps?, run_stat(r, metric, stat)?)))
+            .collect(),
+    };
+    if !has_latency_clause(card) {
+        return [LatencyMetric::Ttft, LatencyMetric::E2e]
+            .into_iter()
+            .map(|metric| OpenPanel {
+                metric,
+                series: vec![
+                    series_of(metric, Stat::Percentile(50.0), P50_COLOR),
+                    series_of(metric, Stat::Percentile(99.0), P99_COLOR),
+                ],
+                bounds: Vec::new(),
             })
-        })
-        .collect()
+            .collect();
+    }
+    let mut panels: Vec<OpenPanel> = Vec::new();
+    for (slo_index, slo) in card.slos.iter().enumerate() {
+        for (clause_index, clause) in slo.clauses.iter().enumerate() {
+            let SloClause::Latency {
+                metric,
+                stat,
+                limit,
+            } = clause
+            else {
+                continue; // the error rate is no latency: the card's tables judge it
+            };
+            if !panels.iter().any(|p| p.metric == *metric) {
+                panels.push(OpenPanel {
+                    metric: *metric,
+                    series: Vec::new(),
+                    bounds: Vec::new(),
+                });
+            }
+            let Some(panel) = panels.iter_mut().find(|p| p.metric == *metric) else {
+                continue;
+            };
+            if !panel.series.iter().any(|s| s.stat == *stat) {
+                let color = STAT_COLORS[panel.series.len() % STAT_COLORS.len()];
+                panel.series.push(series_of(*metric, *stat, color));
+            }
+            let label = clause_label(clause);
+            let judged_as = |wanted: Verdict| -> Vec<(f64, Option<f64>)> {
+                runs.iter()
+                    .filter_map(|run| {
+                        let verdict = run.verdict(&slo.name)?;
+                        // A verdict lists the SLO's clauses in order; the
+                        // label guards against an SLO edited since the run.
+                        let judged = verdict
+                            .clauses
+                            .get(clause_index)
+                            .filter(|c| c.label == label)
+                            .or_else(|| verdict.clauses.iter().find(|c| c.label == label))?;
+                        if judged.verdict() != wanted {
+                            return None;
+                        }
+                        Some((run.rate_rps?, run_stat(run, *metric, *stat)))
+                    })
+                    .collect()
+            };
+            let limit_ms = limit.as_secs_f64() * 1000.0;
+            panel.bounds.push(OpenBound {
+                label: format!("{}: {}", slo.name, clause_words(clause)),
+                short: format!(
+                    "{} ≤ {}",
+                    stat_label(*stat),
+                    duration_secs(limit_ms / 1000.0)
+                ),
+                limit_ms,
+                color: SLO_COLORS[slo_index % SLO_COLORS.len()],
+                failed: judged_as(Verdict::Fail),
+                inconclusive: judged_as(Verdict::Inconclusive),
+            });
+        }
+    }
+    panels
+}
+
+/// `"failed at 4.40, 8.00 RPS"` (`what` = `"failed"`); many rates as their
+/// range, to fit the legend.
+fn rates_words(what: &str, rates: &[f64]) -> String {
+    match rates {
+        [] => String::new(),
+        [_, _, _, _, ..] => {
+            let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{what} at {} runs, {}–{} RPS",
+                rates.len(),
+                rps(lo),
+                rps(hi)
+            )
+        }
+        _ => {
+            let listed: Vec<String> = rates.iter().map(|r| rps(*r)).collect();
+            format!("{what} at {} RPS", listed.join(", "))
+        }
+    }
 }
 
 /// A linear f64 axis with ticks exactly where we ask (sweep levels, 1-2-5
@@ -301,6 +483,10 @@ pub(crate) enum Swatch {
     Band(RGBColor),
     /// A hollow point: an inconclusive run.
     Hollow(RGBColor),
+    /// A large filled disc: a run that failed a clause.
+    Failed(RGBColor),
+    /// A large ring: a run inconclusive on a clause.
+    Unsure(RGBColor),
 }
 
 /// Where a card chart's legend starts, below its title.
@@ -366,6 +552,8 @@ where
                 area.draw(&Circle::new((x0 + 13, y), 4, WHITE.filled()))?;
                 area.draw(&Circle::new((x0 + 13, y), 4, c.stroke_width(2)))?;
             }
+            Swatch::Failed(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.filled()))?,
+            Swatch::Unsure(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.stroke_width(2)))?,
         }
         area.draw(&Text::new(
             label.clone(),
@@ -407,7 +595,7 @@ where
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 fn panels<'a>(root: &Area<'a>) -> [(Area<'a>, Area<'a>); 2] {
     let (plots, legends) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
-    let half = (HEIGHT as i32 - 30) / 2;
+    let half = (HEIGHT - TITLE_HEIGHT) as i32 / 2;
     let (top, bottom) = plots.split_vertically(half);
     let (legend_top, legend_bottom) = legends.split_vertically(half);
     [(top, legend_top), (bottom, legend_bottom)]
@@ -562,9 +750,34 @@ fn closed_chart(card: &Card) -> DrawResult<String> {
     Ok(svg)
 }
 
+/// Room for the title above the panels.
+const TITLE_HEIGHT: u32 = 30;
+/// One open-loop panel, as tall as each of the closed chart's two; taller
+/// when its legend needs the rows.
+const PANEL_HEIGHT: u32 = (HEIGHT - TITLE_HEIGHT) / 2;
+
+/// Splits the titled root into stacked panels of `heights` (the last one
+/// takes what is left) and their legend strips.
+fn stacked_panels<'a>(root: &Area<'a>, heights: &[u32]) -> Vec<(Area<'a>, Area<'a>)> {
+    let (mut plots, mut legends) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
+    let mut out = Vec::new();
+    for (i, h) in heights.iter().enumerate() {
+        if i + 1 == heights.len() {
+            out.push((plots, legends));
+            break;
+        }
+        let (plot, rest) = plots.split_vertically(*h);
+        let (legend, legend_rest) = legends.split_vertically(*h);
+        out.push((plot, legend));
+        (plots, legends) = (rest, legend_rest);
+    }
+    out
+}
+
 fn open_chart(card: &Card) -> DrawResult<String> {
-    let points = open_points(card);
-    let max_rate = points.iter().map(|p| p.rate_rps).fold(0.0, f64::max);
+    let panels = open_panels(card);
+    let runs = open_runs(card);
+    let max_rate = runs.iter().filter_map(|r| r.rate_rps).fold(0.0, f64::max);
     // Each SLO keeps one color: its bounds dashed, its Cr_open solid.
     let slo_color = |name: &str| {
         let index = card
@@ -590,28 +803,53 @@ fn open_chart(card: &Card) -> DrawResult<String> {
     let x_hi = marks.iter().map(|(_, r, _)| *r).fold(max_rate, f64::max) * 1.1;
     let x_hi = if x_hi > 0.0 { x_hi } else { 1.0 };
 
-    // SLO bounds drawable on a panel of this metric.
-    let bounds = |metric: LatencyMetric| -> Vec<(String, f64, RGBColor)> {
-        card.slos
-            .iter()
-            .flat_map(|slo| {
-                slo.clauses.iter().filter_map(move |clause| match clause {
-                    SloClause::Latency {
-                        metric: m, limit, ..
-                    } if *m == metric => Some((
-                        format!("{}: {}", slo.name, clause_words(clause)),
-                        limit.as_secs_f64() * 1000.0,
-                        slo_color(&slo.name),
-                    )),
-                    _ => None,
-                })
-            })
-            .collect()
-    };
+    let legends: Vec<Vec<(Swatch, String)>> = panels
+        .iter()
+        .map(|panel| {
+            let mut legend: Vec<(Swatch, String)> = panel
+                .series
+                .iter()
+                .map(|s| (Swatch::LineWithDot(s.color), s.label.clone()))
+                .collect();
+            for bound in &panel.bounds {
+                legend.push((Swatch::Dashed(bound.color), bound.label.clone()));
+                for (what, runs) in [
+                    ("failed", &bound.failed),
+                    ("inconclusive", &bound.inconclusive),
+                ] {
+                    if !runs.is_empty() {
+                        let rates: Vec<f64> = runs.iter().map(|f| f.0).collect();
+                        legend.push((Swatch::Text, rates_words(what, &rates)));
+                    }
+                }
+            }
+            for (label, _, color) in &marks {
+                legend.push((Swatch::VerticalLine(*color), label.clone()));
+            }
+            if panel.bounds.iter().any(|b| !b.failed.is_empty()) {
+                legend.push((
+                    Swatch::Failed(FAIL_COLOR),
+                    "run failed the clause".to_string(),
+                ));
+            }
+            if panel.bounds.iter().any(|b| !b.inconclusive.is_empty()) {
+                legend.push((
+                    Swatch::Unsure(FAIL_COLOR),
+                    "run inconclusive on the clause".to_string(),
+                ));
+            }
+            legend
+        })
+        .collect();
+    let heights: Vec<u32> = legends
+        .iter()
+        .map(|l| PANEL_HEIGHT.max(LEGEND_TOP as u32 + 22 * l.len() as u32 + 20))
+        .collect();
+    let height = TITLE_HEIGHT + heights.iter().sum::<u32>();
 
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let arrival = card.arrival.as_deref().unwrap_or("unknown arrivals");
         let title = format!(
@@ -619,31 +857,30 @@ fn open_chart(card: &Card) -> DrawResult<String> {
             card.target, card.workload
         );
         let root = root.titled(&title, (FONT, 22))?;
-
-        type Pick = fn(&OpenPoint) -> Option<f64>;
-        let metrics: [(LatencyMetric, Pick, Pick); 2] = [
-            (LatencyMetric::Ttft, |p| p.ttft_p50_ms, |p| p.ttft_p99_ms),
-            (LatencyMetric::E2e, |p| p.e2e_p50_ms, |p| p.e2e_p99_ms),
-        ];
-        for ((area, legend_area), (metric, pick_p50, pick_p99)) in
-            panels(&root).into_iter().zip(metrics)
+        for (((area, legend_area), panel), legend) in stacked_panels(&root, &heights)
+            .into_iter()
+            .zip(&panels)
+            .zip(&legends)
         {
-            let name = metric_label(metric);
-            let slo_bounds = bounds(metric);
+            let name = metric_label(panel.metric);
             let y_axis = log_ms_axis(
-                points
+                panel
+                    .series
                     .iter()
-                    .flat_map(|p| [pick_p50(p), pick_p99(p)])
-                    .flatten()
-                    .chain(slo_bounds.iter().map(|(_, v, _)| *v)),
+                    .flat_map(|s| s.points.iter().map(|p| p.1))
+                    .chain(panel.bounds.iter().map(|b| b.limit_ms)),
             );
             let y_range = y_axis.range();
+            let stats: Vec<String> = panel.series.iter().map(|s| stat_label(s.stat)).collect();
             let mut chart = ChartBuilder::on(&area)
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(76)
                 .caption(
-                    format!("{name} p50 / p99 vs arrival rate (open loop, log scale)"),
+                    format!(
+                        "{name} {} vs arrival rate (open loop, log scale)",
+                        stats.join(" / ")
+                    ),
                     (FONT, 17),
                 )
                 .build_cartesian_2d(0f64..x_hi, y_axis)?;
@@ -657,36 +894,69 @@ fn open_chart(card: &Card) -> DrawResult<String> {
                 .x_label_formatter(&|x| plain(*x))
                 .y_label_formatter(&ms_tick_label)
                 .draw()?;
-            let mut legend = vec![
-                (Swatch::Line(P50_COLOR), format!("{name} p50")),
-                (Swatch::Line(P99_COLOR), format!("{name} p99")),
-            ];
-            for (label, limit_ms, color) in &slo_bounds {
-                let y = limit_ms.log10();
+            for bound in &panel.bounds {
+                let y = bound.limit_ms.log10();
                 chart.draw_series(DashedLineSeries::new(
                     vec![(0.0, y), (x_hi, y)],
                     8,
                     5,
-                    color.stroke_width(2),
+                    bound.color.stroke_width(2),
                 ))?;
-                legend.push((Swatch::Dashed(*color), label.clone()));
+                // Named on the line too: one SLO's bounds share a colour.
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((0.0, y))
+                        + Text::new(
+                            bound.short.clone(),
+                            (6, -15),
+                            (FONT, 12).into_font().color(&bound.color),
+                        ),
+                ))?;
             }
-            for (label, rate, color) in &marks {
+            for (_, rate, color) in &marks {
                 chart.draw_series(LineSeries::new(
                     vec![(*rate, y_range.start), (*rate, y_range.end)],
                     color.stroke_width(2),
                 ))?;
-                legend.push((Swatch::VerticalLine(*color), label.clone()));
             }
-            let series = |pick: Pick| -> Vec<(f64, f64)> {
-                points
-                    .iter()
-                    .filter_map(|p| Some((p.rate_rps, pick(p)?.log10())))
-                    .collect()
-            };
-            line_with_points(&mut chart, series(pick_p50), P50_COLOR)?;
-            line_with_points(&mut chart, series(pick_p99), P99_COLOR)?;
-            draw_legend(&legend_area, &legend, LEGEND_TOP)?;
+            // Under the series' own dots, so a failed point reads as a red
+            // halo around it and an inconclusive one as a red ring; not
+            // measured → at the top edge.
+            for bound in &panel.bounds {
+                let at = |value: &Option<f64>| value.map_or(y_range.end, f64::log10);
+                for (rate, value) in &bound.failed {
+                    chart.draw_series(std::iter::once(Circle::new(
+                        (*rate, at(value)),
+                        7,
+                        FAIL_COLOR.filled(),
+                    )))?;
+                }
+                for (rate, value) in &bound.inconclusive {
+                    chart.draw_series(std::iter::once(Circle::new(
+                        (*rate, at(value)),
+                        7,
+                        FAIL_COLOR.stroke_width(2),
+                    )))?;
+                }
+            }
+            for s in &panel.series {
+                let points: Vec<(f64, f64)> =
+                    s.points.iter().map(|&(r, v)| (r, v.log10())).collect();
+                if let Some(&last) = points.last() {
+                    chart.draw_series(std::iter::once(
+                        EmptyElement::at(last)
+                            + Text::new(
+                                stat_label(s.stat),
+                                (8, 0),
+                                (FONT, 12)
+                                    .into_font()
+                                    .color(&s.color)
+                                    .pos(Pos::new(HPos::Left, VPos::Center)),
+                            ),
+                    ))?;
+                }
+                line_with_points(&mut chart, points, s.color)?;
+            }
+            draw_legend(&legend_area, legend, LEGEND_TOP)?;
         }
         root.present()?;
     }
@@ -928,4 +1198,262 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
         root.present()?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::slo::ClauseVerdict;
+
+    /// The chat card of the report fixture, whose open runs' verdicts carry
+    /// one clause verdict per clause: a fail where the run's statistic is
+    /// over the bound, else a pass. Its SLOs: `interactive` (TTFT p50 ≤
+    /// 300 ms, TTFT p99 ≤ 1 s, ITL p95 ≤ 60 ms, E2E p99 ≤ 20 s, an error
+    /// rate) and `batch` (E2E p95 ≤ 120 s).
+    fn chat_card() -> Card {
+        let text = include_str!("../../tests/data/results-fixture.json");
+        let report = crate::report::parse_results_json(text).expect("fixture parses");
+        let mut card = report.cards[0].clone();
+        let slos = card.slos.clone();
+        for run in &mut card.open {
+            let judged: Vec<(String, Vec<ClauseVerdict>)> = slos
+                .iter()
+                .map(|slo| {
+                    let clauses = slo
+                        .clauses
+                        .iter()
+                        .map(|clause| {
+                            let verdict = match clause {
+                                SloClause::Latency {
+                                    metric,
+                                    stat,
+                                    limit,
+                                } => match run_stat(run, *metric, *stat) {
+                                    Some(v) if v > limit.as_secs_f64() * 1000.0 => Verdict::Fail,
+                                    _ => Verdict::Pass,
+                                },
+                                SloClause::ErrorRate { .. } => Verdict::Fail,
+                            };
+                            ClauseVerdict {
+                                label: clause_label(clause),
+                                verdict: Some(verdict),
+                                ..ClauseVerdict::default()
+                            }
+                        })
+                        .collect();
+                    (slo.name.clone(), clauses)
+                })
+                .collect();
+            for (slo, clauses) in judged {
+                if let Some(v) = run.verdicts.iter_mut().find(|v| v.slo == slo) {
+                    v.clauses = clauses;
+                }
+            }
+        }
+        card
+    }
+
+    fn failed_rates(bound: &OpenBound) -> Vec<f64> {
+        bound.failed.iter().map(|f| f.0).collect()
+    }
+
+    #[test]
+    fn one_panel_per_latency_metric_the_slos_bound() {
+        let panels = open_panels(&chat_card());
+        let metrics: Vec<LatencyMetric> = panels.iter().map(|p| p.metric).collect();
+        assert_eq!(
+            metrics,
+            [LatencyMetric::Ttft, LatencyMetric::Itl, LatencyMetric::E2e],
+            "in the order the SLOs name them; the error rate has none"
+        );
+        let stats = |i: usize| -> Vec<String> {
+            panels[i].series.iter().map(|s| s.label.clone()).collect()
+        };
+        assert_eq!(stats(0), ["TTFT p50", "TTFT p99"]);
+        assert_eq!(stats(1), ["ITL p95"]);
+        // E2E p99 from interactive, E2E p95 from batch: one panel.
+        assert_eq!(stats(2), ["E2E p99", "E2E p95"]);
+
+        let itl = &panels[1];
+        assert_eq!(itl.series[0].points.len(), 6, "one point per open run");
+        assert_eq!(itl.series[0].points[0], (2.0, 16.24));
+        let [bound] = itl.bounds.as_slice() else {
+            panic!("one ITL clause: {:?}", itl.bounds);
+        };
+        assert_eq!(bound.label, "interactive: ITL p95 ≤ 60 ms");
+        assert_eq!(bound.short, "p95 ≤ 60 ms");
+        assert_eq!(bound.limit_ms, 60.0);
+        assert_eq!(bound.failed, [(9.5, Some(84.1))]);
+
+        let ttft = &panels[0];
+        assert_eq!(failed_rates(&ttft.bounds[0]), [8.0, 9.5], "p50 ≤ 300 ms");
+        assert_eq!(
+            failed_rates(&ttft.bounds[1]),
+            [4.4, 4.8, 8.0, 9.5],
+            "p99 ≤ 1 s"
+        );
+        let e2e = &panels[2];
+        let labels: Vec<&str> = e2e.bounds.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["interactive: E2E p99 ≤ 20 s", "batch: E2E p95 ≤ 120 s"]
+        );
+        assert_ne!(
+            e2e.bounds[0].color, e2e.bounds[1].color,
+            "one colour per SLO"
+        );
+        // Batch failed at 9.5 RPS for the overload, not on its E2E clause.
+        assert!(e2e.bounds[1].failed.is_empty(), "{:?}", e2e.bounds[1]);
+    }
+
+    #[test]
+    fn an_inconclusive_clause_is_ringed_not_failed() {
+        let mut card = chat_card();
+        for run in &mut card.open {
+            for verdict in &mut run.verdicts {
+                for clause in &mut verdict.clauses {
+                    if clause.verdict == Some(Verdict::Fail) && clause.label.starts_with("itl") {
+                        clause.verdict = Some(Verdict::Inconclusive);
+                    }
+                }
+            }
+        }
+        let itl = &open_panels(&card)[1].bounds[0];
+        assert!(itl.failed.is_empty());
+        assert_eq!(itl.inconclusive, [(9.5, Some(84.1))], "ringed instead");
+        // A verdict that lost its clauses (an older results.json) marks nothing.
+        for run in &mut card.open {
+            for verdict in &mut run.verdicts {
+                verdict.clauses.clear();
+            }
+        }
+        assert!(open_panels(&card).iter().all(|p| {
+            p.bounds
+                .iter()
+                .all(|b| b.failed.is_empty() && b.inconclusive.is_empty())
+        }));
+    }
+
+    #[test]
+    fn the_svg_shows_clauses_bounds_and_failures() {
+        let card = chat_card();
+        let svg = open_chart(&card).expect("drawn");
+        assert_eq!(
+            svg.matches(" vs arrival rate (open loop, log scale)")
+                .count(),
+            3,
+            "three panels"
+        );
+        for text in [
+            "TTFT p50 / p99 vs arrival rate",
+            "ITL p95 vs arrival rate",
+            "E2E p99 / p95 vs arrival rate",
+            "interactive: ITL p95 ≤ 60 ms",
+            "p95 ≤ 60 ms",
+            "batch: E2E p95 ≤ 120 s",
+            "failed at 9.50 RPS",
+            "failed at 8.00, 9.50 RPS",
+            "failed at 4 runs, 4.40–9.50 RPS",
+            "run failed the clause",
+            "Cr_open interactive: 4.00 RPS",
+        ] {
+            assert!(svg.contains(text), "open chart lacks {text:?}");
+        }
+        assert!(!svg.contains("error rate"), "the error rate is no latency");
+        // A red disc per failing (run, clause): TTFT 2 + 4, ITL 1, E2E 1;
+        // and one per panel's legend.
+        let discs = svg
+            .matches("r=\"7\" opacity=\"1\" fill=\"#D62728\"")
+            .count();
+        assert_eq!(discs, 8 + 3, "{svg}");
+        // Three panels, each at least as tall as one of the closed chart's.
+        assert!(svg.starts_with(&format!(
+            "<svg width=\"{WIDTH}\" height=\"{}\"",
+            TITLE_HEIGHT + 3 * PANEL_HEIGHT
+        )));
+        assert_eq!(svg, open_chart(&card).expect("drawn"), "deterministic");
+        assert!(
+            !svg.contains("inconclusive"),
+            "no inconclusive clause, no ring"
+        );
+
+        // An inconclusive clause: a red ring and its rates in the legend.
+        let mut unsure = card.clone();
+        if let Some(clause) = unsure
+            .open
+            .iter_mut()
+            .find(|r| r.rate_rps == Some(8.0))
+            .and_then(|r| r.verdicts.iter_mut().find(|v| v.slo == "interactive"))
+            .and_then(|v| v.clauses.iter_mut().find(|c| c.label.starts_with("itl")))
+        {
+            clause.verdict = Some(Verdict::Inconclusive);
+        }
+        let svg = open_chart(&unsure).expect("drawn");
+        assert!(svg.contains("inconclusive at 8.00 RPS"), "{svg}");
+        assert!(svg.contains("run inconclusive on the clause"));
+        let rings = svg
+            .matches("r=\"7\" opacity=\"1\" fill=\"none\" stroke=\"#D62728\"")
+            .count();
+        assert_eq!(rings, 2, "the run's and the legend's: {svg}");
+    }
+
+    #[test]
+    fn without_latency_clauses_ttft_and_e2e_p50_p99() {
+        let mut card = chat_card();
+        for slo in &mut card.slos {
+            slo.clauses
+                .retain(|c| matches!(c, SloClause::ErrorRate { .. }));
+        }
+        let fallback = |card: &Card| -> Vec<(LatencyMetric, Vec<String>)> {
+            open_panels(card)
+                .into_iter()
+                .map(|p| {
+                    assert!(p.bounds.is_empty());
+                    (p.metric, p.series.into_iter().map(|s| s.label).collect())
+                })
+                .collect()
+        };
+        let expected = vec![
+            (
+                LatencyMetric::Ttft,
+                vec!["TTFT p50".to_string(), "TTFT p99".to_string()],
+            ),
+            (
+                LatencyMetric::E2e,
+                vec!["E2E p50".to_string(), "E2E p99".to_string()],
+            ),
+        ];
+        assert_eq!(fallback(&card), expected);
+        let svg = open_chart(&card).expect("drawn");
+        assert!(svg.contains("TTFT p50 / p99 vs arrival rate"));
+        assert!(svg.starts_with(&format!("<svg width=\"{WIDTH}\" height=\"{HEIGHT}\"")));
+        let links = chart_links(&card);
+        assert!(
+            links
+                .iter()
+                .any(|(_, alt)| alt.starts_with("open loop: TTFT and E2E")),
+            "{links:?}"
+        );
+        card.slos.clear();
+        assert_eq!(fallback(&card), expected);
+        // With clauses, the alt text says what the chart now shows.
+        assert!(
+            chart_links(&chat_card())
+                .iter()
+                .any(|(_, alt)| alt.contains("SLO latency clause"))
+        );
+    }
+
+    #[test]
+    fn rates_in_words() {
+        assert_eq!(rates_words("failed", &[9.5]), "failed at 9.50 RPS");
+        assert_eq!(
+            rates_words("failed", &[4.4, 8.0, 9.5]),
+            "failed at 4.40, 8.00, 9.50 RPS"
+        );
+        assert_eq!(
+            rates_words("inconclusive", &[4.4, 4.8, 8.0, 9.5]),
+            "inconclusive at 4 runs, 4.40–9.50 RPS"
+        );
+    }
 }

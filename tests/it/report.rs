@@ -180,6 +180,8 @@ fn charts_are_deterministic_and_labelled() {
         "batch: E2E p95 ≤ 120 s",
         "Cr_open interactive: 4.00 RPS",
         "Cr_open batch: 8.00 RPS",
+        "ITL p95 vs arrival rate",
+        "interactive: ITL p95 ≤ 60 ms",
     ] {
         assert!(open.contains(label), "open chart lacks {label:?}");
     }
