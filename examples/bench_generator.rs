@@ -268,6 +268,8 @@ impl RequestSource for BenchSource {
             }],
             input_tokens: 100,
             output_tokens: self.output_tokens,
+            tools: None,
+            answer_in_words: false,
         };
         Task {
             index,
@@ -277,10 +279,7 @@ impl RequestSource for BenchSource {
     }
 
     fn render(&self, _call: &CallSpec) -> Prompt {
-        Prompt::Chat(vec![ChatMessage {
-            role: "user",
-            content: self.prompt.clone(),
-        }])
+        Prompt::Chat(vec![ChatMessage::text("user", self.prompt.clone())])
     }
 }
 

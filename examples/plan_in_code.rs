@@ -62,6 +62,7 @@ fn main() -> miette::Result<()> {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }],
         slos: vec![Slo {
             name: "interactive".into(),

@@ -194,10 +194,7 @@ pub async fn probe(
 async fn dialect_of(endpoint: &Endpoint, models: &[String]) -> Result<Outcome, InitError> {
     let text = "Write one sentence about the sea, then stop.";
     let prompt = match endpoint.api {
-        Api::Chat | Api::Responses => Prompt::Chat(vec![ChatMessage {
-            role: "user",
-            content: text.to_string(),
-        }]),
+        Api::Chat | Api::Responses => Prompt::Chat(vec![ChatMessage::text("user", text)]),
         Api::Completions => Prompt::Text(text.to_string()),
     };
     let (api, model) = (endpoint.api, endpoint.model.clone());

@@ -92,6 +92,7 @@ pub fn build_mix_card(
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }),
         slos: experiment
             .slos
@@ -924,6 +925,7 @@ mod tests {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }
     }
 

@@ -21,6 +21,32 @@ use crate::workload::dataset::{self, Dataset};
 use crate::workload::tokenize::PromptTokenizer;
 use crate::workload::trace;
 
+const TOOLS_HELP: &str = "a tools file is a JSON array of OpenAI tool definitions: [{\"type\": \"function\", \"function\": {\"name\": \"search\", \"parameters\": {...}}}]";
+
+/// A tools file: a non-empty JSON array whose every entry names a function
+/// (`function.name`, or `name` as the Responses API writes it). The array
+/// as sent, and the first tool's name.
+pub fn parse_tools(text: &str) -> Result<(serde_json::Value, String), String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let tools = value
+        .as_array()
+        .ok_or_else(|| "not a JSON array of tools".to_string())?;
+    let mut first = None;
+    for (i, tool) in tools.iter().enumerate() {
+        let name = tool
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .or_else(|| tool.get("name"))
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("tool {i} has no `function.name`"))?;
+        first.get_or_insert_with(|| name.to_string());
+    }
+    let first = first.ok_or_else(|| "the array is empty".to_string())?;
+    Ok((value, first))
+}
+
 /// At most this many points describe a measured length distribution
 /// (quantiles of the records), so plan.json stays small for big datasets.
 const MAX_EMPIRICAL_POINTS: usize = 100;
@@ -37,6 +63,34 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
             None => ConfigDiagnostic::detached(message, help),
         });
     };
+    for workload in &mut experiment.workloads {
+        let Some(spec) = workload.tools.as_mut() else {
+            continue;
+        };
+        spec.path = base.join(&spec.path);
+        let text = match read(&spec.path) {
+            Ok(text) => text,
+            Err(message) => {
+                problem(
+                    spec.span,
+                    message,
+                    "tools paths are relative to the experiment file",
+                );
+                continue;
+            }
+        };
+        match parse_tools(&text) {
+            Ok((tools, first)) => {
+                spec.loaded = Some(Arc::new(tools));
+                spec.first_name = Some(first);
+            }
+            Err(message) => problem(
+                spec.span,
+                format!("tools {}: {message}", spec.path.display()),
+                TOOLS_HELP,
+            ),
+        }
+    }
     for workload in &mut experiment.workloads {
         let Some(spec) = workload.dataset.as_mut() else {
             continue;
@@ -180,6 +234,25 @@ pub fn dataset_of(workload: &super::Workload) -> Option<&Dataset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tools_files_name_their_functions() {
+        let (tools, first) = parse_tools(r#"[{"type":"function","function":{"name":"search"}},{"type":"function","name":"open"}]"#).unwrap();
+        assert_eq!(
+            (tools.as_array().unwrap().len(), first.as_str()),
+            (2, "search")
+        );
+        assert_eq!(parse_tools("[]").unwrap_err(), "the array is empty");
+        assert_eq!(
+            parse_tools(r#"{"tools":[]}"#).unwrap_err(),
+            "not a JSON array of tools"
+        );
+        assert_eq!(
+            parse_tools(r#"[{"type":"function"}]"#).unwrap_err(),
+            "tool 0 has no `function.name`"
+        );
+        assert!(parse_tools("[").unwrap_err().starts_with("not JSON"));
+    }
 
     #[test]
     fn measured_lengths_merge_duplicates_and_cap_points() {

@@ -544,6 +544,29 @@ pub struct Workload {
     /// `dataset "path"`: requests come from recorded prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
+    /// `tools "tools.json"`: tool definitions sent with every call; an
+    /// agent's steps then talk as agents do (tool calls and their results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsSpec>,
+}
+
+/// `tools "tools.json"`: an OpenAI-style array of tool definitions
+/// (`{"type": "function", "function": {"name", "description", "parameters"}}`).
+///
+/// The file is read and checked when the experiment is loaded from disk
+/// ([`crate::config::load`]); `loaded` holds it, shared by every call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsSpec {
+    /// As resolved against the experiment's directory.
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub span: Span,
+    /// The tools, as sent; `None` until loaded.
+    #[serde(skip)]
+    pub loaded: Option<std::sync::Arc<serde_json::Value>>,
+    /// The first tool's name: what an agent's synthetic tool calls name.
+    #[serde(skip)]
+    pub first_name: Option<String>,
 }
 
 /// `dataset "data/prompts.jsonl" sample="shuffle" max-input-tokens=4096`.

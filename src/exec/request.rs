@@ -38,18 +38,121 @@ pub enum Prompt {
     TokenIds(Vec<u32>),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One chat message as sent. A tool turn is written in each API's own
+/// shape: on chat an assistant message with `tool_calls` (its `content`
+/// the arguments) or a `tool` message, on the Responses API a
+/// `function_call` or `function_call_output` item.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: &'static str,
     pub content: String,
+    pub tool: Option<ToolTurn>,
+}
+
+/// What a tool turn of a conversation is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolTurn {
+    /// The model called tool `name`; the message's content is the arguments.
+    Call { id: String, name: String },
+    /// The result of call `id`.
+    Result { id: String },
+}
+
+impl ChatMessage {
+    /// A plain text message.
+    pub fn text(role: &'static str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+            tool: None,
+        }
+    }
+
+    /// The message as a Responses API `input` item.
+    fn responses_item(&self) -> serde_json::Value {
+        match &self.tool {
+            None => serde_json::json!({"role": self.role, "content": self.content}),
+            Some(ToolTurn::Call { id, name }) => serde_json::json!({
+                "type": "function_call", "call_id": id, "name": name, "arguments": self.content
+            }),
+            Some(ToolTurn::Result { id }) => serde_json::json!({
+                "type": "function_call_output", "call_id": id, "output": self.content
+            }),
+        }
+    }
+}
+
+impl Serialize for ChatMessage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match &self.tool {
+            None => {
+                map.serialize_entry("role", self.role)?;
+                map.serialize_entry("content", &self.content)?;
+            }
+            Some(ToolTurn::Call { id, name }) => {
+                map.serialize_entry("role", "assistant")?;
+                map.serialize_entry("content", &Option::<&str>::None)?;
+                map.serialize_entry(
+                    "tool_calls",
+                    &[serde_json::json!({
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": self.content},
+                    })],
+                )?;
+            }
+            Some(ToolTurn::Result { id }) => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", id)?;
+                map.serialize_entry("content", &self.content)?;
+            }
+        }
+        map.end()
+    }
 }
 
 pub fn role_name(role: Role) -> &'static str {
     match role {
         Role::System => "system",
         Role::User => "user",
-        Role::Assistant => "assistant",
+        Role::Assistant | Role::ToolCall(_) => "assistant",
+        Role::ToolResult(_) => "tool",
     }
+}
+
+/// A call's messages as sent, each rendered by `text`: tool turns in their
+/// own shape, the arguments as the JSON object they are.
+fn chat_messages(call: &CallSpec, text: impl Fn(&Message) -> String) -> Vec<ChatMessage> {
+    let name = call
+        .tools
+        .as_ref()
+        .map_or("tool", |t| t.first_name.as_str());
+    call.messages
+        .iter()
+        .map(|m| {
+            let content = text(m);
+            match m.role {
+                Role::ToolCall(n) => ChatMessage {
+                    role: "assistant",
+                    content: serde_json::json!({ "input": content }).to_string(),
+                    tool: Some(ToolTurn::Call {
+                        id: format!("call_{n}"),
+                        name: name.to_string(),
+                    }),
+                },
+                Role::ToolResult(n) => ChatMessage {
+                    role: "tool",
+                    content,
+                    tool: Some(ToolTurn::Result {
+                        id: format!("call_{n}"),
+                    }),
+                },
+                role => ChatMessage::text(role_name(role), content),
+            }
+        })
+        .collect()
 }
 
 /// How `completions` prompts are sent.
@@ -240,28 +343,16 @@ impl RequestSource for WorkloadSource {
             && !token_ids
         {
             return match self.api {
-                Api::Chat | Api::Responses => Prompt::Chat(
-                    call.messages
-                        .iter()
-                        .map(|m| ChatMessage {
-                            role: role_name(m.role),
-                            content: words.render_text(&m.segments),
-                        })
-                        .collect(),
-                ),
+                Api::Chat | Api::Responses => {
+                    Prompt::Chat(chat_messages(call, |m| words.render_text(&m.segments)))
+                }
                 Api::Completions => Prompt::Text(words.render_flat_text(&call.messages)),
             };
         }
         match (self.api, self.completions_prompt) {
-            (Api::Chat | Api::Responses, _) => Prompt::Chat(
-                call.messages
-                    .iter()
-                    .map(|m| ChatMessage {
-                        role: role_name(m.role),
-                        content: prompt::render_text(&m.segments),
-                    })
-                    .collect(),
-            ),
+            (Api::Chat | Api::Responses, _) => {
+                Prompt::Chat(chat_messages(call, |m| prompt::render_text(&m.segments)))
+            }
             (Api::Completions, CompletionsPrompt::Text) => {
                 Prompt::Text(prompt::render_flat_text(&call.messages))
             }
@@ -280,15 +371,9 @@ fn render_with(
     call: &CallSpec,
 ) -> Prompt {
     match (api, completions_prompt) {
-        (Api::Chat | Api::Responses, _) => Prompt::Chat(
-            call.messages
-                .iter()
-                .map(|m| ChatMessage {
-                    role: role_name(m.role),
-                    content: tokenizer.render_text(&m.segments),
-                })
-                .collect(),
-        ),
+        (Api::Chat | Api::Responses, _) => {
+            Prompt::Chat(chat_messages(call, |m| tokenizer.render_text(&m.segments)))
+        }
         (Api::Completions, CompletionsPrompt::Text) => {
             Prompt::Text(tokenizer.render_flat_text(&call.messages))
         }
@@ -418,7 +503,7 @@ enum PromptField<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum InputField<'a> {
-    Messages(Vec<ChatMessage>),
+    Items(Vec<serde_json::Value>),
     Text(&'a str),
 }
 
@@ -448,6 +533,10 @@ struct Body<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     priority: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
 }
 
 /// The body field that bounds the output length.
@@ -597,22 +686,62 @@ pub fn build_call_body(
     options: &BodyOptions,
     priority: Option<i64>,
 ) -> Bytes {
+    body_bytes(
+        api,
+        model,
+        prompt,
+        (max_tokens, None, false),
+        options,
+        priority,
+    )
+}
+
+/// The body of `call` as the runs send it: [`build_call_body`] with the
+/// workload's `tools` (in the API's shape) and, on an agent's last step,
+/// `tool_choice: "none"`.
+pub fn build_spec_body(
+    api: Api,
+    model: &str,
+    prompt: &Prompt,
+    call: &CallSpec,
+    options: &BodyOptions,
+    priority: Option<i64>,
+) -> Bytes {
+    let tools = call.tools.as_deref();
+    let spec = (call.output_tokens, tools, call.answer_in_words);
+    body_bytes(api, model, prompt, spec, options, priority)
+}
+
+fn body_bytes(
+    api: Api,
+    model: &str,
+    prompt: &Prompt,
+    (max_tokens, tools, answer_in_words): (u32, Option<&crate::workload::Tools>, bool),
+    options: &BodyOptions,
+    priority: Option<i64>,
+) -> Bytes {
     let joined;
     let as_messages = |prompt: &Prompt| match prompt {
         Prompt::Chat(messages) => messages.clone(),
-        Prompt::Text(text) => vec![ChatMessage {
-            role: "user",
-            content: text.clone(),
-        }],
-        Prompt::TokenIds(ids) => vec![ChatMessage {
-            role: "user",
-            content: ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "),
-        }],
+        Prompt::Text(text) => vec![ChatMessage::text("user", text.clone())],
+        Prompt::TokenIds(ids) => vec![ChatMessage::text(
+            "user",
+            ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "),
+        )],
     };
     let (messages, prompt_field, input) = match (api, prompt) {
         (Api::Chat, _) => (Some(as_messages(prompt)), None, None),
         (Api::Responses, Prompt::Text(text)) => (None, None, Some(InputField::Text(text))),
-        (Api::Responses, _) => (None, None, Some(InputField::Messages(as_messages(prompt)))),
+        (Api::Responses, _) => (
+            None,
+            None,
+            Some(InputField::Items(
+                as_messages(prompt)
+                    .iter()
+                    .map(ChatMessage::responses_item)
+                    .collect(),
+            )),
+        ),
         (Api::Completions, Prompt::Text(text)) => (None, Some(PromptField::Text(text)), None),
         (Api::Completions, Prompt::TokenIds(ids)) => (None, Some(PromptField::Ids(ids)), None),
         (Api::Completions, Prompt::Chat(messages)) => {
@@ -642,6 +771,11 @@ pub fn build_call_body(
             include_usage: true,
         }),
         priority,
+        tools: tools.map(|t| match api {
+            Api::Responses => &*t.responses_definitions,
+            Api::Chat | Api::Completions => &*t.definitions,
+        }),
+        tool_choice: (tools.is_some() && answer_in_words).then_some("none"),
     };
     // Invariant: a struct of strings, numbers and bools always serializes.
     if options.extra.is_empty() {
@@ -721,14 +855,8 @@ mod tests {
     #[test]
     fn chat_body() {
         let prompt = Prompt::Chat(vec![
-            ChatMessage {
-                role: "system",
-                content: "sys".into(),
-            },
-            ChatMessage {
-                role: "user",
-                content: "hi".into(),
-            },
+            ChatMessage::text("system", "sys"),
+            ChatMessage::text("user", "hi"),
         ]);
         let body = parse(&build_body(Api::Chat, "m", &prompt, 64));
         assert_eq!(
@@ -806,14 +934,8 @@ mod tests {
     #[test]
     fn prompts_of_the_other_shape_are_adapted() {
         let chat = Prompt::Chat(vec![
-            ChatMessage {
-                role: "system",
-                content: "a".into(),
-            },
-            ChatMessage {
-                role: "user",
-                content: "b".into(),
-            },
+            ChatMessage::text("system", "a"),
+            ChatMessage::text("user", "b"),
         ]);
         let body = parse(&build_body(Api::Completions, "m", &chat, 1));
         assert_eq!(body["prompt"], json!("a\n\nb"));
@@ -823,10 +945,7 @@ mod tests {
 
     #[test]
     fn responses_bodies_carry_input_and_max_output_tokens() {
-        let chat = Prompt::Chat(vec![ChatMessage {
-            role: "user",
-            content: "hi".into(),
-        }]);
+        let chat = Prompt::Chat(vec![ChatMessage::text("user", "hi")]);
         let body = parse(&build_body(Api::Responses, "m", &chat, 7));
         assert_eq!(
             body,
@@ -856,6 +975,94 @@ mod tests {
                 "stream"
             ]
         );
+    }
+
+    #[test]
+    fn an_agent_talks_in_tool_calls_on_chat_and_on_the_responses_api() {
+        use crate::workload::{Segment, Tools};
+        let tools = std::sync::Arc::new(Tools::new(
+            std::sync::Arc::new(
+                json!([{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]),
+            ),
+            "search".into(),
+        ));
+        let unique = |key, tokens| Segment::Unique { key, tokens };
+        let call = CallSpec {
+            messages: vec![
+                Message {
+                    role: Role::User,
+                    segments: vec![unique(1, 3)],
+                },
+                Message {
+                    role: Role::ToolCall(0),
+                    segments: vec![unique(2, 2)],
+                },
+                Message {
+                    role: Role::ToolResult(0),
+                    segments: vec![unique(3, 2)],
+                },
+                Message {
+                    role: Role::User,
+                    segments: vec![unique(4, 1)],
+                },
+            ],
+            input_tokens: 8,
+            output_tokens: 4,
+            tools: Some(tools),
+            answer_in_words: false,
+        };
+        let prompt = Prompt::Chat(chat_messages(&call, |m| format!("w{}", m.segments.len())));
+        let body = parse(&build_spec_body(
+            Api::Chat,
+            "m",
+            &prompt,
+            &call,
+            &BodyOptions::default(),
+            None,
+        ));
+        assert_eq!(body["tools"][0]["function"]["name"], "search");
+        assert!(body.get("tool_choice").is_none(), "the model chooses");
+        let messages = &body["messages"];
+        assert_eq!(messages[1]["role"], "assistant");
+        assert_eq!(messages[1]["content"], serde_json::Value::Null);
+        assert_eq!(messages[1]["tool_calls"][0]["id"], "call_0");
+        assert_eq!(messages[1]["tool_calls"][0]["function"]["name"], "search");
+        assert_eq!(
+            messages[1]["tool_calls"][0]["function"]["arguments"],
+            r#"{"input":"w1"}"#
+        );
+        assert_eq!(
+            messages[2],
+            json!({"role": "tool", "tool_call_id": "call_0", "content": "w1"})
+        );
+        // The last step answers in words; the Responses API has its own items
+        // and its tools' fields at the top.
+        let last = CallSpec {
+            answer_in_words: true,
+            ..call.clone()
+        };
+        let body = parse(&build_spec_body(
+            Api::Responses,
+            "m",
+            &prompt,
+            &last,
+            &BodyOptions::default(),
+            None,
+        ));
+        assert_eq!(body["tool_choice"], "none");
+        assert_eq!(
+            body["tools"][0],
+            json!({"type": "function", "name": "search", "parameters": {"type": "object"}})
+        );
+        assert_eq!(
+            body["input"][1],
+            json!({"type": "function_call", "call_id": "call_0", "name": "search", "arguments": r#"{"input":"w1"}"#})
+        );
+        assert_eq!(
+            body["input"][2],
+            json!({"type": "function_call_output", "call_id": "call_0", "output": "w1"})
+        );
+        assert_eq!(body["input"][0], json!({"role": "user", "content": "w1"}));
     }
 
     #[test]

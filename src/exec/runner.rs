@@ -19,7 +19,7 @@ use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{
     EarlyStop, ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, TaskRecord,
 };
-use super::request::{BodyOptions, RequestSource, api_path, build_call_body};
+use super::request::{BodyOptions, RequestSource, api_path, build_spec_body};
 use super::stream::{CallId, ms_since, round_us};
 use super::timer::PreciseTimer;
 use super::{Endpoint, ExecError, RunInputs, RunOptions};
@@ -139,13 +139,13 @@ impl Ctx {
 
     /// A call's body, with its mix class's model and priority if it has one.
     fn body_now(&self, call: &CallSpec, class: Option<&TaskClass>) -> Bytes {
-        build_call_body(
+        build_spec_body(
             self.api,
             class
                 .and_then(|c| c.model.as_deref())
                 .unwrap_or(&self.model),
             &self.source.render(call),
-            call.output_tokens,
+            call,
             &self.body_options,
             class.and_then(|c| c.priority),
         )

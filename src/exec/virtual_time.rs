@@ -36,7 +36,7 @@ use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::record::{
     ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, TaskRecord, TokenSource,
 };
-use super::request::{BodyOptions, RequestSource, build_call_body};
+use super::request::{BodyOptions, RequestSource, build_spec_body};
 use super::runner::DRAIN_GRACE;
 use super::stream::round_us;
 use super::telemetry::{ScrapeRecord, record_from_text};
@@ -689,11 +689,11 @@ impl<'a> Sim<'a> {
                 .as_ref()
                 .and_then(|c| c.model.as_deref())
                 .unwrap_or(&self.target.model);
-            let body = build_call_body(
+            let body = build_spec_body(
                 self.target.api,
                 model,
                 &self.source.render(&spec),
-                spec.output_tokens,
+                &spec,
                 &self.target.body,
                 class.as_ref().and_then(|c| c.priority),
             );

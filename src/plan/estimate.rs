@@ -333,6 +333,7 @@ mod tests {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }
     }
 

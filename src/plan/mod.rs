@@ -929,6 +929,7 @@ mod tests {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }
     }
 

@@ -1762,6 +1762,7 @@ mod tests {
                 conversation: None,
                 agent: None,
                 dataset: None,
+                tools: None,
             },
             measured_tokens: None,
             slos: vec![],

@@ -582,7 +582,7 @@ async fn preflight(
     let output = call.output_tokens;
     let priority = class.and_then(|c| c.priority);
     let render = |options: &exec::BodyOptions| {
-        exec::request::build_call_body(api, &model, &prompt, output, options, priority)
+        exec::request::build_spec_body(api, &model, &prompt, call, options, priority)
     };
     let outcome = exec::preflight::run(
         &target.endpoint,

@@ -122,6 +122,7 @@ mod tests {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }
     }
 

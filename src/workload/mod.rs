@@ -61,6 +61,52 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// An assistant turn that called a tool (call number `n` of the task);
+    /// its segments are the call's arguments.
+    ToolCall(u32),
+    /// A tool's result for call number `n`.
+    ToolResult(u32),
+}
+
+impl Tools {
+    /// `definitions` (chat's shape, or already the Responses API's) and
+    /// their Responses API form.
+    pub fn new(definitions: Arc<serde_json::Value>, first_name: String) -> Tools {
+        let flat = match definitions.as_array() {
+            Some(tools) => serde_json::Value::Array(
+                tools
+                    .iter()
+                    .map(|tool| match (tool.get("function"), tool.as_object()) {
+                        (Some(serde_json::Value::Object(function)), Some(outer)) => {
+                            let mut flat = outer.clone();
+                            flat.remove("function");
+                            flat.extend(function.clone());
+                            serde_json::Value::Object(flat)
+                        }
+                        _ => tool.clone(),
+                    })
+                    .collect(),
+            ),
+            None => (*definitions).clone(),
+        };
+        Tools {
+            definitions,
+            responses_definitions: Arc::new(flat),
+            first_name,
+        }
+    }
+}
+
+/// A workload's tool definitions, as every call of it sends them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tools {
+    /// The JSON array of definitions, as sent on chat.
+    pub definitions: Arc<serde_json::Value>,
+    /// The same in the Responses API's shape (each function's fields at
+    /// the top of its tool, not under `function`).
+    pub responses_definitions: Arc<serde_json::Value>,
+    /// What an agent's synthetic tool calls name.
+    pub first_name: String,
 }
 
 /// One chat message (for `completions` targets the messages are concatenated).
@@ -78,6 +124,11 @@ pub struct CallSpec {
     pub input_tokens: u32,
     /// Planned output tokens (`max_tokens`, with `ignore_eos`).
     pub output_tokens: u32,
+    /// Tool definitions sent with the call (the workload's `tools`).
+    pub tools: Option<Arc<Tools>>,
+    /// Ask for an answer in words (`tool_choice: "none"`): the last step
+    /// of an agent that talks in tool calls.
+    pub answer_in_words: bool,
 }
 
 /// What one arrival (open loop) or one slot occupancy (closed loop) runs.
@@ -124,6 +175,15 @@ impl TaskSpec {
             TaskSpec::Single(_) => 1,
             TaskSpec::Conversation { turns } => turns.len(),
             TaskSpec::Agent { steps } => steps.iter().map(|s| s.calls.len()).sum(),
+        }
+    }
+
+    /// Every call of the task, to set what they all send.
+    pub fn calls_mut(&mut self) -> Vec<&mut CallSpec> {
+        match self {
+            TaskSpec::Single(call) => vec![call],
+            TaskSpec::Conversation { turns } => turns.iter_mut().map(|t| &mut t.call).collect(),
+            TaskSpec::Agent { steps } => steps.iter_mut().flat_map(|s| &mut s.calls).collect(),
         }
     }
 

@@ -55,7 +55,8 @@ use crate::config::{Agent, Conversation, DatasetSpec, Sample, Workload};
 use super::dataset::{DataTurn, Entry, EntryPrompt};
 use super::dist::{sample_count, sample_duration};
 use super::{
-    AgentStep, CallSpec, Message, Role, SeededRng, Segment, Task, TaskSpec, Turn, mix, seeded_rng,
+    AgentStep, CallSpec, Message, Role, SeededRng, Segment, Task, TaskSpec, Tools, Turn, mix,
+    seeded_rng,
 };
 
 /// Length of the per-call instruction that distinguishes the parallel calls
@@ -71,6 +72,8 @@ enum Part {
     AgentContext = 3,
     AgentGrowth = 4,
     AgentInstruction = 5,
+    /// An agent's synthetic tool-call arguments (its earlier output).
+    AgentToolCall = 6,
 }
 
 /// Produces task `i` of a stream; task `i` depends only on (workload, seed,
@@ -85,6 +88,8 @@ pub struct TaskGenerator {
     content_nonce: u64,
     /// Record order of a loaded dataset (`None` without one).
     order: Option<Arc<[u32]>>,
+    /// The workload's tools, loaded (`None` without `tools`).
+    tools: Option<Arc<Tools>>,
 }
 
 impl TaskGenerator {
@@ -94,11 +99,18 @@ impl TaskGenerator {
             .as_ref()
             .and_then(|spec| spec.data.as_ref().map(|data| (spec, data.entries.len())))
             .map(|(spec, n)| record_order(spec, n, seed));
+        let tools = workload.tools.as_ref().and_then(|spec| {
+            Some(Arc::new(Tools::new(
+                Arc::clone(spec.loaded.as_ref()?),
+                spec.first_name.clone()?,
+            )))
+        });
         TaskGenerator {
             workload: workload.clone(),
             seed,
             content_nonce: 0,
             order,
+            tools,
         }
     }
 
@@ -134,13 +146,18 @@ impl TaskGenerator {
                 class: None,
             };
         }
-        let spec = if let Some(agent) = &self.workload.agent {
+        let mut spec = if let Some(agent) = &self.workload.agent {
             draw.agent(agent, prefix)
         } else if let Some(conversation) = &self.workload.conversation {
             draw.conversation(conversation, prefix)
         } else {
             draw.single(prefix)
         };
+        if let Some(tools) = &self.tools {
+            for call in spec.calls_mut() {
+                call.tools = Some(Arc::clone(tools));
+            }
+        }
         Task {
             index,
             spec,
@@ -241,6 +258,9 @@ impl Draw<'_> {
     }
 
     fn agent(&mut self, agent: &Agent, prefix: Option<Segment>) -> TaskSpec {
+        if self.workload.tools.is_some() {
+            return self.tool_agent(agent, prefix);
+        }
         let step_count = sample_count(&agent.steps, &mut self.rng).max(1);
         let initial_tokens = self.first_prompt_tokens(&prefix);
         let system = system_message(prefix);
@@ -277,6 +297,68 @@ impl Draw<'_> {
                 if growth > 0 {
                     context.push(self.unique(Part::AgentGrowth, step, 0, growth));
                 }
+            }
+            steps.push(AgentStep {
+                calls,
+                tool_time_after,
+            });
+        }
+        TaskSpec::Agent { steps }
+    }
+
+    /// An agent that talks in tool calls, as agents with tools do: each
+    /// step's calls see the task (`User`), then every earlier step as the
+    /// model's tool call (its output, as the call's arguments) and the
+    /// tool's result (the step's context growth), and end with their own
+    /// short instruction. The last step answers in words. Draws are made in
+    /// the same order as [`Self::agent`]'s, so the same seed gives the
+    /// same steps, fan-outs, lengths and tool times either way.
+    fn tool_agent(&mut self, agent: &Agent, prefix: Option<Segment>) -> TaskSpec {
+        let step_count = sample_count(&agent.steps, &mut self.rng).max(1);
+        let initial_tokens = self.first_prompt_tokens(&prefix);
+        let mut history = system_message(prefix);
+        history.push(Message {
+            role: Role::User,
+            segments: vec![self.unique(Part::AgentContext, 0, 0, initial_tokens)],
+        });
+        let mut steps = Vec::with_capacity(step_count as usize);
+        for step in 0..step_count {
+            let fan_out = sample_count(&agent.fan_out, &mut self.rng).max(1);
+            let last = step + 1 == step_count;
+            let mut calls = Vec::with_capacity(fan_out as usize);
+            for call_index in 0..fan_out {
+                let mut messages = history.clone();
+                messages.push(Message {
+                    role: Role::User,
+                    segments: vec![self.unique(
+                        Part::AgentInstruction,
+                        step,
+                        call_index,
+                        AGENT_INSTRUCTION_TOKENS,
+                    )],
+                });
+                let output_tokens = self.output_tokens();
+                let mut spec = call(messages, output_tokens);
+                spec.answer_in_words = last;
+                calls.push(spec);
+            }
+            let tool_time_after = if last {
+                std::time::Duration::ZERO
+            } else {
+                sample_duration(&agent.tool_time, &mut self.rng)
+            };
+            if !last {
+                let growth = sample_count(&agent.context_growth, &mut self.rng);
+                // The step's first call, as the model would have made it.
+                let arguments = calls.first().map_or(1, |c| c.output_tokens.max(1));
+                history.push(Message {
+                    role: Role::ToolCall(step),
+                    segments: vec![self.unique(Part::AgentToolCall, step, 0, arguments)],
+                });
+                history.push(Message {
+                    role: Role::ToolResult(step),
+                    segments: vec![self.unique(Part::AgentGrowth, step, 0, growth.max(1))],
+                });
             }
             steps.push(AgentStep {
                 calls,
@@ -402,6 +484,8 @@ fn call(messages: Vec<Message>, output_tokens: u32) -> CallSpec {
         messages,
         input_tokens,
         output_tokens,
+        tools: None,
+        answer_in_words: false,
     }
 }
 
@@ -440,6 +524,7 @@ mod tests {
             conversation: None,
             agent: None,
             dataset: None,
+            tools: None,
         }
     }
 
@@ -665,6 +750,62 @@ mod tests {
         };
         let task = TaskGenerator::new(&workload, 1).task(0);
         assert_eq!(task.spec.calls(), 1, "turns are at least 1");
+    }
+
+    #[test]
+    fn an_agent_with_tools_talks_in_tool_calls_with_the_same_draws() {
+        let plain = agent_workload();
+        let mut with_tools = agent_workload();
+        with_tools.tools = Some(crate::config::ToolsSpec {
+            path: "tools.json".into(),
+            span: None,
+            loaded: Some(Arc::new(
+                serde_json::json!([{"type": "function", "function": {"name": "grep"}}]),
+            )),
+            first_name: Some("grep".into()),
+        });
+        let (a, b) = (
+            TaskGenerator::new(&plain, 9),
+            TaskGenerator::new(&with_tools, 9),
+        );
+        for i in 0..20 {
+            let (TaskSpec::Agent { steps: plain }, TaskSpec::Agent { steps }) =
+                (a.task(i).spec, b.task(i).spec)
+            else {
+                panic!("agent tasks");
+            };
+            // The same shape, fan-outs, outputs and tool times.
+            assert_eq!(steps.len(), plain.len());
+            for (s, p) in steps.iter().zip(&plain) {
+                assert_eq!(s.calls.len(), p.calls.len());
+                assert_eq!(s.tool_time_after, p.tool_time_after);
+                let outputs =
+                    |calls: &[CallSpec]| calls.iter().map(|c| c.output_tokens).collect::<Vec<_>>();
+                assert_eq!(outputs(&s.calls), outputs(&p.calls));
+            }
+            for (k, step) in steps.iter().enumerate() {
+                let last = k + 1 == steps.len();
+                for call in &step.calls {
+                    assert!(call.tools.as_ref().is_some_and(|t| t.first_name == "grep"));
+                    assert_eq!(call.answer_in_words, last);
+                    assert_eq!(call.input_tokens, segment_sum(call));
+                    // system, user, then a tool call and its result per
+                    // earlier step, then the call's own instruction.
+                    let roles: Vec<Role> = call.messages.iter().map(|m| m.role).collect();
+                    assert_eq!(roles.len(), 3 + 2 * k);
+                    for j in 0..k {
+                        assert_eq!(roles[2 + 2 * j], Role::ToolCall(j as u32));
+                        assert_eq!(roles[3 + 2 * j], Role::ToolResult(j as u32));
+                        // The tool call is the step's first answer.
+                        assert_eq!(
+                            call.messages[2 + 2 * j].segments[0].tokens(),
+                            steps[j].calls[0].output_tokens
+                        );
+                    }
+                    assert_eq!(roles.last(), Some(&Role::User));
+                }
+            }
+        }
     }
 
     #[test]

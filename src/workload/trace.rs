@@ -273,6 +273,8 @@ impl Trace {
         Task {
             index,
             spec: TaskSpec::Single(CallSpec {
+                tools: None,
+                answer_in_words: false,
                 messages: vec![Message {
                     role: Role::User,
                     segments,

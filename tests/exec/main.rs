@@ -68,6 +68,8 @@ fn call(key: u64, output_tokens: u32) -> CallSpec {
         }],
         input_tokens: 16,
         output_tokens,
+        tools: None,
+        answer_in_words: false,
     }
 }
 

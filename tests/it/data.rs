@@ -353,6 +353,7 @@ async fn replay_on_sim(trace: Trace) -> String {
         conversation: None,
         agent: None,
         dataset: None,
+        tools: None,
     };
     let trace = Arc::new(trace);
     let inputs = RunInputs {

@@ -7,7 +7,7 @@ use kdl::KdlNode;
 
 use super::{Decoder, Once, OneOf, children, span_of_name, value_span};
 use crate::config::model::{
-    Agent, Conversation, DatasetSpec, Dist, Sample, SharedPrefix, Workload,
+    Agent, Conversation, DatasetSpec, Dist, Sample, SharedPrefix, ToolsSpec, Workload,
 };
 use crate::config::validate::{self as rules, Quantity};
 
@@ -18,6 +18,7 @@ const WORKLOAD_CHILDREN: &[&str] = &[
     "conversation",
     "agent",
     "dataset",
+    "tools",
 ];
 const CONVERSATION_CHILDREN: &[&str] = &["turns", "think-time"];
 const AGENT_CHILDREN: &[&str] = &["steps", "fan-out", "tool-time", "context-growth"];
@@ -33,6 +34,7 @@ impl Decoder {
             (None, None, None, None, None);
         let mut dataset: Option<DatasetSpec> = None;
         let mut has_dataset = false;
+        let mut tools: Option<ToolsSpec> = None;
 
         for child in children(node) {
             let child_name = child.name().value();
@@ -62,6 +64,24 @@ impl Decoder {
                 "dataset" => {
                     has_dataset = true;
                     self.dataset(child).map(|d| dataset = Some(d))
+                }
+                "tools" => {
+                    let usage =
+                        "tools \"tools.json\"   // OpenAI tool definitions, sent with every call";
+                    self.no_children(child, usage);
+                    self.single(child, usage)
+                        .and_then(|e| {
+                            let span = Some(e.span());
+                            self.string(e, "tools", usage).map(|path| (path, span))
+                        })
+                        .map(|(path, span)| {
+                            tools = Some(ToolsSpec {
+                                path: PathBuf::from(path),
+                                span,
+                                loaded: None,
+                                first_name: None,
+                            });
+                        })
                 }
                 "tokenizer" => {
                     self.error(
@@ -147,6 +167,7 @@ impl Decoder {
             conversation,
             agent,
             dataset,
+            tools,
         })
     }
 
