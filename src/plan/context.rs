@@ -193,7 +193,15 @@ pub fn largest_possible_call(workload: &Workload) -> Option<u64> {
     let prompt = if let Some(agent) = &workload.agent {
         let steps = round(agent.steps.upper_bound()?).max(1);
         let growth = round(agent.context_growth.upper_bound()?);
-        first + (steps - 1) * growth + u64::from(AGENT_INSTRUCTION_TOKENS)
+        // An agent that talks in tool calls also re-sends each earlier
+        // step's call (its output, as arguments), and a result of at least
+        // one token.
+        let per_step = if workload.tools.is_some() {
+            growth.max(1) + output
+        } else {
+            growth
+        };
+        first + (steps - 1) * per_step + u64::from(AGENT_INSTRUCTION_TOKENS)
     } else if let Some(conversation) = &workload.conversation {
         let turns = round(conversation.turns.upper_bound()?).max(1);
         first + (turns - 1) * (input + output)
