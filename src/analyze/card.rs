@@ -894,7 +894,7 @@ mod tests {
                 faults: SimFaults::default(),
                 serving: Default::default(),
             },
-            api: Api::Chat,
+            api: crate::config::Api::Chat,
             model: None,
             api_key_env: None,
             timeout: Duration::from_secs(120),

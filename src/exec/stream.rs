@@ -473,10 +473,10 @@ impl StreamObserver {
                 }
                 self.on_generated(at_ms, delta.is_some(), false);
             }
-            "response.output_item.added" => {
-                if event.item.as_ref().and_then(|i| i.kind.as_deref()) == Some("function_call") {
-                    self.tool_calls += 1;
-                }
+            "response.output_item.added"
+                if event.item.as_ref().and_then(|i| i.kind.as_deref()) == Some("function_call") =>
+            {
+                self.tool_calls += 1;
             }
             "response.completed" | "response.incomplete" => {
                 self.done = true;
