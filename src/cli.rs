@@ -260,6 +260,14 @@ pub enum Command {
         /// HTTP 429 with Retry-After.
         #[arg(long, value_name = "N/s|N/min", value_parser = parse_rate_limit)]
         rate_limit: Option<crate::sim::RateLimit>,
+        /// Reason N tokens before each answer, within its output budget
+        /// (`delta.reasoning` on chat, a reasoning item on responses), as
+        /// a model served with vLLM's --reasoning-parser does.
+        #[arg(long, value_name = "N")]
+        reasoning_tokens: Option<u32>,
+        /// Send N tokens per streamed event, as hosted APIs buffer them.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        tokens_per_event: u32,
     },
     /// Write the Kubernetes objects that run an experiment sharded over
     /// pods, as YAML for `kubectl apply -f`.

@@ -209,6 +209,8 @@ fn main() -> ExitCode {
             refused_fields,
             ignored_fields,
             rate_limit,
+            reasoning_tokens,
+            tokens_per_event,
         } => {
             if list {
                 print!("{}", sim::presets::describe_all());
@@ -224,6 +226,11 @@ fn main() -> ExitCode {
                             refused_fields,
                             ignored_fields,
                             rate_limit,
+                        })
+                        .with_answers(sim::Answers {
+                            reasoning_tokens: reasoning_tokens
+                                .map(|n| config::Dist::fixed(f64::from(n))),
+                            tokens_per_event,
                         })
                 }) {
                     Ok(c) => c,

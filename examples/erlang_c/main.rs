@@ -501,6 +501,7 @@ async fn generate(
         Api::Chat => body["max_completion_tokens"]
             .as_u64()
             .or(body["max_tokens"].as_u64()),
+        Api::Responses => body["max_output_tokens"].as_u64(),
     }
     .unwrap_or(u64::from(DEFAULT_MAX_TOKENS))
     .clamp(1, u64::from(u32::MAX)) as u32;

@@ -219,6 +219,15 @@ pub struct SimServing {
     /// Cost per sequence in a step.
     #[serde(with = "opt_duration_secs")]
     pub per_seq_overhead: Option<Duration>,
+    /// `reasoning-tokens DIST`: each request reasons this many tokens
+    /// (a seeded draw per request) before its answer, within its output
+    /// budget, as a model served with vLLM's `--reasoning-parser` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<Dist>,
+    /// `tokens-per-event N`: tokens the server buffers into one streamed
+    /// event, as hosted APIs do (1, every token its own event, if unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_event: Option<u32>,
     /// Engines behind the one endpoint (a small virtual cluster).
     pub replicas: u32,
     /// How the cluster's router picks a replica for each request.
@@ -252,6 +261,8 @@ impl Default for SimServing {
             memory_efficiency: None,
             step_overhead: None,
             per_seq_overhead: None,
+            reasoning_tokens: None,
+            tokens_per_event: None,
             replicas: 1,
             router: SimRouter::default(),
             virtual_time: false,
@@ -294,6 +305,8 @@ impl SimServing {
             && self.memory_efficiency.is_none()
             && self.step_overhead.is_none()
             && self.per_seq_overhead.is_none()
+            && self.reasoning_tokens.is_none()
+            && self.tokens_per_event.is_none()
             && self.replicas == 1
     }
 
@@ -342,6 +355,14 @@ impl SimServing {
         );
         line("step-overhead", self.step_overhead.map(secs));
         line("per-seq-overhead", self.per_seq_overhead.map(secs));
+        line(
+            "reasoning-tokens",
+            self.reasoning_tokens.as_ref().map(Dist::kdl_words),
+        );
+        line(
+            "tokens-per-event",
+            self.tokens_per_event.map(|n| n.to_string()),
+        );
         let router = if self.router == SimRouter::default() {
             String::new()
         } else {
@@ -449,6 +470,15 @@ mod sim_serving_tests {
             memory_efficiency: Some(0.75),
             step_overhead: Some(Duration::from_micros(1200)),
             per_seq_overhead: Some(Duration::from_micros(12)),
+            reasoning_tokens: Some(Dist {
+                kind: DistKind::LogNormal {
+                    median: 200.0,
+                    sigma: 0.5,
+                },
+                min: None,
+                max: Some(2000.0),
+            }),
+            tokens_per_event: Some(4),
             replicas: 2,
             router: SimRouter::default(),
             virtual_time: false,
@@ -471,6 +501,8 @@ mod sim_serving_tests {
                 "memory-efficiency 0.75",
                 "step-overhead \"1.2ms\"",
                 "per-seq-overhead \"12us\"",
+                "reasoning-tokens lognormal median=200 sigma=0.5 max=2000",
+                "tokens-per-event 4",
                 "replicas 2",
             ]
         );
@@ -691,6 +723,38 @@ impl Dist {
             min: None,
             max: None,
         }
+    }
+
+    /// The distribution of a token count as a file writes it after the
+    /// node's name, clamps included (`lognormal median=200 sigma=0.5
+    /// max=2000`), so that the decoder reads it back as it is. For cards.
+    pub fn kdl_words(&self) -> String {
+        let mut words = match &self.kind {
+            DistKind::Fixed { value } => format!("fixed {value}"),
+            DistKind::Uniform { min, max } => format!("uniform min={min} max={max}"),
+            DistKind::Normal { mean, stddev } => format!("normal mean={mean} stddev={stddev}"),
+            DistKind::LogNormal { median, sigma } => {
+                format!("lognormal median={median} sigma={sigma}")
+            }
+            DistKind::Exponential { mean } => format!("exponential mean={mean}"),
+            DistKind::Gamma { shape, scale } => format!("gamma shape={shape} scale={scale}"),
+            DistKind::Empirical { points } => {
+                let values: Vec<String> = points
+                    .iter()
+                    .map(|(value, weight)| format!("value {value} weight={weight}"))
+                    .collect();
+                format!("empirical {{ {} }}", values.join("; "))
+            }
+        };
+        // A uniform's bounds are its parameters, not clamps.
+        if !matches!(self.kind, DistKind::Uniform { .. }) {
+            for (name, bound) in [("min", self.min), ("max", self.max)] {
+                if let Some(bound) = bound {
+                    words.push_str(&format!(" {name}={bound}"));
+                }
+            }
+        }
+        words
     }
 }
 

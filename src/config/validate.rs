@@ -639,6 +639,7 @@ pub(crate) fn check_sim_serving(serving: &SimServing) -> Vec<Issue> {
         ),
         ("kv-cache-tokens", serving.kv_cache_tokens),
         ("tensor-parallel", serving.tensor_parallel.map(u64::from)),
+        ("tokens-per-event", serving.tokens_per_event.map(u64::from)),
     ];
     for (knob, value) in counts {
         if let Some(value) = value {
@@ -646,6 +647,9 @@ pub(crate) fn check_sim_serving(serving: &SimServing) -> Vec<Issue> {
         }
     }
     issues.extend(check_sim_replicas(u64::from(serving.replicas)));
+    if let Some(dist) = &serving.reasoning_tokens {
+        issues.extend(check_dist(dist, Quantity::Tokens));
+    }
     let shares = [
         ("gpu-memory-utilization", serving.gpu_memory_utilization),
         ("compute-efficiency", serving.compute_efficiency),

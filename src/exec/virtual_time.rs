@@ -23,6 +23,15 @@
 //! stopping rules, and refuses what the server would refuse. Injected faults
 //! (fail, cut, stall) use the server's seeded draws.
 //!
+//! Answers are the server's too ([`sim::answer`]): a call reasons the
+//! tokens the server's seeded draw gives its request id, answers with a
+//! tool call when its body offers tools, and its tokens reach the client
+//! in events of the preset's `tokens-per-event`. Each record is what the
+//! client's parser ([`super::stream`]) makes of that stream: TTFT at the
+//! first event, TTFO at the first event of the answer, ITL between
+//! events, reasoning tokens and the tool call from usage (or, without
+//! usage, counted in events, as the client counts chunks).
+//!
 //! Each run starts on fresh engines: an empty prefix cache, as a real
 //! server whose cache is reset before every run.
 
@@ -43,11 +52,12 @@ use super::telemetry::{ScrapeRecord, record_from_text};
 use super::{ExecError, RunInputs, RunOptions};
 use crate::config::{Api, SimFaults, SimRouter, StopRule};
 use crate::plan::{Load, RunPlan};
+use crate::sim::answer::AnswerPlan;
 use crate::sim::cluster::Router;
 use crate::sim::http::merge_rendered;
 use crate::sim::metrics::render;
 use crate::sim::request::{Faulted, Refusal, fault_draw, parse_call};
-use crate::sim::{Engine, Preset, RequestId};
+use crate::sim::{Engine, FinishReason, Preset, RequestId};
 use crate::workload::{CallSpec, Task, TaskSpec};
 
 /// Period of the in-flight samples in the footer (as in real time).
@@ -260,11 +270,41 @@ struct Call {
     request: Option<crate::sim::EngineRequest>,
     include_usage: bool,
     faults: crate::sim::request::FaultPlan,
-    /// When each content token reached the client.
+    /// Which API answers, for its finish reasons.
+    api: crate::sim::request::Api,
+    /// Reasoning, tool call and events, as the server answers it.
+    answer: AnswerPlan,
+    /// When each generated token reached the client.
     token_at: Vec<Duration>,
+    /// When each event reached the client (its last token's time), and
+    /// whether it carried the answer rather than reasoning.
+    event_at: Vec<(Duration, bool)>,
+    /// Tokens in the events sent (a cut loses those buffered for the next).
+    event_tokens: u32,
     stall_release: Option<Duration>,
     prompt_tokens: Option<u32>,
     finish: Option<&'static str>,
+}
+
+/// The finish reason the client reads of an answer of `generated` tokens
+/// that the engine ended for `reason`: chat's (`tool_calls` once the tool
+/// was called), or what the client makes of the Responses API's final
+/// status (`length` for `incomplete`, `tool_calls` after a function call,
+/// else the status, `completed`).
+fn finish_label(
+    api: crate::sim::request::Api,
+    answer: &AnswerPlan,
+    reason: FinishReason,
+    generated: u32,
+) -> &'static str {
+    use crate::sim::request::Api as SimApi;
+    match (api, reason) {
+        (SimApi::Completions, _) => reason.as_str(),
+        (SimApi::Chat, _) => answer.finish_reason(reason, generated),
+        (SimApi::Responses, FinishReason::Length) => "length",
+        (SimApi::Responses, FinishReason::Stop) if answer.calls_tool(generated) => "tool_calls",
+        (SimApi::Responses, FinishReason::Stop) => "completed",
+    }
 }
 
 /// A task between its start and its end.
@@ -530,7 +570,7 @@ impl<'a> Sim<'a> {
                             let detail = format!(
                                 "no complete response within the {:.3} s timeout ({} content chunks received)",
                                 self.target.timeout.as_secs_f64(),
-                                self.calls[&id].token_at.len()
+                                self.calls[&id].event_at.len()
                             );
                             self.end_call(id, Some((ErrorClass::Timeout, detail)), None);
                         }
@@ -700,9 +740,9 @@ impl<'a> Sim<'a> {
             let id = self.next_request_id;
             self.next_request_id += 1;
             let api = match self.target.api {
-                // The simulator's Responses API is being added (sim-answers).
-                Api::Chat | Api::Responses => crate::sim::request::Api::Chat,
+                Api::Chat => crate::sim::request::Api::Chat,
                 Api::Completions => crate::sim::request::Api::Completions,
+                Api::Responses => crate::sim::request::Api::Responses,
             };
             let mut call = Call {
                 task: index,
@@ -714,7 +754,11 @@ impl<'a> Sim<'a> {
                 request: None,
                 include_usage: false,
                 faults: Default::default(),
+                api,
+                answer: AnswerPlan::plain(),
                 token_at: Vec::new(),
+                event_at: Vec::new(),
+                event_tokens: 0,
                 stall_release: None,
                 prompt_tokens: None,
                 finish: None,
@@ -725,6 +769,13 @@ impl<'a> Sim<'a> {
                 Ok(parsed) => {
                     call.include_usage = parsed.include_usage;
                     call.prompt_tokens = Some(parsed.prompt.len() as u32);
+                    call.answer = AnswerPlan::for_call(
+                        api,
+                        &self.target.preset.answers,
+                        self.target.seed,
+                        RequestId(id),
+                        parsed.tool.clone(),
+                    );
                     match fault_draw(
                         &self.target.faults,
                         self.target.seed,
@@ -816,7 +867,7 @@ impl<'a> Sim<'a> {
                 self.engines[replica].abort(e.id);
                 let detail = format!(
                     "connection dropped mid-stream after {} content chunks (sim cut-rate)",
-                    call.token_at.len()
+                    call.event_at.len()
                 );
                 self.end_call(id, Some((ErrorClass::BrokenStream, detail)), Some(200));
                 continue;
@@ -834,9 +885,15 @@ impl<'a> Sim<'a> {
                 }
             }
             call.token_at.push(seen);
+            if call.answer.ends_event(e.index, e.finish.is_some()) {
+                let output = call.answer.kind(e.index).is_output();
+                call.event_at.push((seen, output));
+                call.event_tokens = e.index + 1;
+            }
             call.prompt_tokens = Some(e.prompt_tokens);
             if let Some(finish) = e.finish {
-                call.finish = Some(finish.as_str());
+                let generated = call.token_at.len() as u32;
+                call.finish = Some(finish_label(call.api, &call.answer, finish, generated));
                 if seen > now {
                     self.at(seen, Event::Complete(id));
                 } else {
@@ -879,16 +936,25 @@ impl<'a> Sim<'a> {
         };
         let completed_ms = ms(completed);
         let itl_ms: Vec<f32> = call
-            .token_at
+            .event_at
             .windows(2)
-            .map(|w| round_us((w[1] - w[0]).as_secs_f64() * 1e3) as f32)
+            .map(|w| round_us((w[1].0 - w[0].0).as_secs_f64() * 1e3) as f32)
             .collect();
-        let counted = call.token_at.len() as u32;
-        let (output_tokens, output_tokens_source) = if ok && call.include_usage {
-            (counted, TokenSource::Usage)
-        } else {
-            (counted, TokenSource::Chunks)
-        };
+        // As the client's parser reads the stream: usage when the server
+        // sent it (a whole answer), else what the events show.
+        let received = call.event_tokens;
+        let reasoning_events = call.event_at.iter().filter(|(_, output)| !output).count() as u32;
+        let (output_tokens, output_tokens_source, reasoning_tokens, reasoning_source) =
+            if ok && call.include_usage {
+                let reasoning = call.answer.reasoning_of(received);
+                let source = (reasoning > 0).then_some(TokenSource::Usage);
+                (received, TokenSource::Usage, reasoning, source)
+            } else {
+                let events = call.event_at.len() as u32;
+                let source = (reasoning_events > 0).then_some(TokenSource::Chunks);
+                (events, TokenSource::Chunks, reasoning_events, source)
+            };
+        let tool_calls = u32::from(call.answer.tool.is_some() && call.event_at.iter().any(|e| e.1));
         let (error, error_detail) = match error {
             Some((class, detail)) => (Some(class), Some(detail)),
             None => (None, None),
@@ -901,13 +967,14 @@ impl<'a> Sim<'a> {
             schedule_lag_ms: 0.0,
             completed_ms,
             ttft_ms: call
-                .token_at
+                .event_at
                 .first()
-                .map(|t| round_us(ms(*t) - scheduled_ms)),
+                .map(|(t, _)| round_us(ms(*t) - scheduled_ms)),
             ttfo_ms: call
-                .token_at
-                .first()
-                .map(|t| round_us(ms(*t) - scheduled_ms)),
+                .event_at
+                .iter()
+                .find(|(_, output)| *output)
+                .map(|(t, _)| round_us(ms(*t) - scheduled_ms)),
             e2e_ms: ok.then_some(round_us(completed_ms - scheduled_ms)),
             itl_ms,
             prompt_tokens_requested: call.input_tokens,
@@ -919,9 +986,9 @@ impl<'a> Sim<'a> {
             output_tokens_requested: call.output_tokens,
             output_tokens,
             output_tokens_source,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
+            reasoning_tokens,
+            reasoning_tokens_source: reasoning_source,
+            tool_calls,
             finish_reason: call.finish.map(str::to_string),
             error,
             error_detail,
@@ -1060,5 +1127,39 @@ fn refused(refusal: &Refusal) -> (ErrorClass, String, u16) {
                 status,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::request::Api as SimApi;
+
+    #[test]
+    fn finish_reasons_are_what_the_client_reads_of_each_api() {
+        let tool = AnswerPlan {
+            reasoning_tokens: 2,
+            tool: Some("f".into()),
+            tokens_per_event: 1,
+        };
+        let plain = AnswerPlan::plain();
+        use FinishReason::{Length, Stop};
+        assert_eq!(
+            finish_label(SimApi::Completions, &plain, Length, 4),
+            "length"
+        );
+        assert_eq!(finish_label(SimApi::Chat, &plain, Stop, 4), "stop");
+        assert_eq!(finish_label(SimApi::Chat, &tool, Length, 4), "tool_calls");
+        // All reasoning: the call was never made.
+        assert_eq!(finish_label(SimApi::Chat, &tool, Length, 2), "length");
+        assert_eq!(finish_label(SimApi::Responses, &tool, Length, 4), "length");
+        assert_eq!(
+            finish_label(SimApi::Responses, &tool, Stop, 4),
+            "tool_calls"
+        );
+        assert_eq!(
+            finish_label(SimApi::Responses, &plain, Stop, 4),
+            "completed"
+        );
     }
 }

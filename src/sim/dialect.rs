@@ -80,11 +80,38 @@ pub const OPENAI_COMPLETION_FIELDS: &[&str] = &[
     "suffix",
 ];
 
+/// The top-level fields of OpenAI's `POST /v1/responses`.
+pub const OPENAI_RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "truncation",
+    "store",
+    "metadata",
+    "previous_response_id",
+    "include",
+    "user",
+    "service_tier",
+    "background",
+    "prompt",
+    "top_logprobs",
+];
+
 /// The fields OpenAI's API defines for `api`.
 pub fn openai_fields(api: Api) -> &'static [&'static str] {
     match api {
         Api::Chat => OPENAI_CHAT_FIELDS,
         Api::Completions => OPENAI_COMPLETION_FIELDS,
+        Api::Responses => OPENAI_RESPONSES_FIELDS,
     }
 }
 
@@ -97,7 +124,8 @@ pub fn openai_fields(api: Api) -> &'static [&'static str] {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SimDialect {
     /// Refuse any top-level body field that is not an OpenAI API field
-    /// ([`OPENAI_CHAT_FIELDS`], [`OPENAI_COMPLETION_FIELDS`]): HTTP 400
+    /// ([`OPENAI_CHAT_FIELDS`], [`OPENAI_COMPLETION_FIELDS`],
+    /// [`OPENAI_RESPONSES_FIELDS`]): HTTP 400
     /// "Unrecognized request argument supplied: …", as OpenAI does.
     pub strict: bool,
     /// Refused even if OpenAI defines them, each in the wording of the
@@ -252,6 +280,7 @@ fn serde_expected(api: Api) -> &'static str {
     match api {
         Api::Chat => "`model`, `messages`, `max_tokens`, `temperature`, `stream`",
         Api::Completions => "`model`, `prompt`, `max_tokens`, `temperature`, `stream`",
+        Api::Responses => "`model`, `input`, `max_output_tokens`, `temperature`, `stream`",
     }
 }
 
@@ -620,6 +649,14 @@ mod tests {
         );
         let b = body(json!({"messages": [], "echo": false}));
         assert!(strict.check_fields(Api::Chat, &b).is_err());
+        let b = body(json!({"input": "x", "instructions": "be brief",
+            "max_output_tokens": 3, "reasoning": {"effort": "low"}, "ignore_eos": true}));
+        assert_eq!(
+            strict.check_fields(Api::Responses, &b),
+            Err(FieldRefusal::Unrecognized(vec!["ignore_eos".into()]))
+        );
+        let b = body(json!({"input": "x", "max_tokens": 3}));
+        assert!(strict.check_fields(Api::Responses, &b).is_err());
         // Not an object: left to the normal parse.
         assert_eq!(strict.check_fields(Api::Chat, b"[1]"), Ok(()));
         assert_eq!(strict.check_fields(Api::Chat, b"{\"a\":"), Ok(()));

@@ -33,15 +33,21 @@
 //! cancelled load test leaves no ghost work behind.
 //!
 //! Endpoints, as vLLM serves them: `GET /v1/models`, `GET /health`,
-//! `GET /metrics`, `POST /v1/completions` (prompt as text or token ids) and
-//! `POST /v1/chat/completions`, streaming or not.
+//! `GET /metrics`, `POST /v1/completions` (prompt as text or token ids),
+//! `POST /v1/chat/completions` and `POST /v1/responses` (the Responses
+//! API: `input` as text or message items, its typed event stream, no
+//! `[DONE]`), streaming or not. A preset's answers ([`super::answer`]) may
+//! reason first (`delta.reasoning` on chat, a `reasoning` item on
+//! responses, counted in `usage`), call a tool when the call offers
+//! `tools` (`delta.tool_calls`, a `function_call` item), and group tokens
+//! into events of `tokens-per-event`; the framing is [`super::wire`]'s.
 //!
 //! Dialects ([`SimConfig::dialect`], `capcard sim --strict`,
 //! `--refuse-field`, `--ignore-field`, `--rate-limit`): by default the
 //! server accepts and ignores unknown fields as vLLM does; it can instead
 //! play a stricter server (hosted APIs, gateways, TGI, Ollama), so that a
 //! client negotiating the request dialect can be tested without one. On
-//! the two `POST` endpoints, before the engine sees a call: first the rate
+//! the `POST` endpoints, before the engine sees a call: first the rate
 //! limit, a token bucket answering HTTP 429 with `Retry-After` (whole
 //! seconds, at least 1) and OpenAI's `rate_limit_exceeded` body; then the
 //! fields, refused in the wording of the family known to refuse them
@@ -65,9 +71,10 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::answer::AnswerPlan;
 use super::cluster;
 use super::dialect::{FieldRefusal, RateLimited, SimDialect, TokenBucket};
 use super::engine::{Emitted, Engine, EngineRequest, RequestId};
@@ -77,6 +84,8 @@ use super::presets::Preset;
 pub use super::request::Api;
 use super::request::{FaultPlan, Faulted, Refusal, fault_draw, parse_call};
 use super::tokenize::token_text;
+use super::wire::AnswerWriter;
+pub use super::wire::Framer;
 use super::{SimConfig, SimError};
 
 // ------------------------------------------------------------------ driver
@@ -253,7 +262,8 @@ struct AppState {
     created: u64,
 }
 
-/// The generation calls (`POST /v1/completions`, `/v1/chat/completions`)
+/// The generation calls (`POST /v1/completions`, `/v1/chat/completions`,
+/// `/v1/responses`)
 /// and what the dialect did with them, for tests that count a client's
 /// calls.
 #[derive(Debug, Default)]
@@ -374,8 +384,8 @@ impl SimServer {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Generation calls received so far (`POST /v1/completions` and
-    /// `/v1/chat/completions`), whatever their outcome: rate-limited,
+    /// Generation calls received so far (`POST /v1/completions`,
+    /// `/v1/chat/completions` and `/v1/responses`), whatever their outcome: rate-limited,
     /// refused for their fields or by the normal parse, failed or served.
     pub fn calls_received(&self) -> u64 {
         self.calls.received.load(Ordering::Relaxed)
@@ -662,6 +672,7 @@ fn router(state: Arc<AppState>) -> axum::Router {
         .route("/metrics", get(metrics))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/responses", post(responses))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "Not Found", "invalid_request_error") })
         .with_state(state)
 }
@@ -757,6 +768,10 @@ async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Respon
     generate(s, Api::Chat, &body).await
 }
 
+async fn responses(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    generate(s, Api::Responses, &body).await
+}
+
 fn refused(refusal: Refusal) -> Response {
     match refusal {
         Refusal::OutOfVocabulary { id, stream } => out_of_vocabulary(id, stream),
@@ -799,112 +814,6 @@ impl Drop for AbortGuard {
             let _ = replica.commands.send(Command::Abort(self.id));
         }
         replica.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Serialises response chunks in vLLM's wire format; the JSON prefix is
-/// built once per request. Public so scripted servers (`examples/erlang_c`)
-/// speak exactly what the simulator speaks.
-pub struct Framer {
-    api: Api,
-    id: String,
-    created: u64,
-    model: String,
-}
-
-impl Framer {
-    /// The framer of response number `serial` (ids `cmpl-…`/`chatcmpl-…`),
-    /// created at `created` (Unix seconds), for `model`.
-    pub fn new(api: Api, serial: u64, created: u64, model: &str) -> Framer {
-        Framer {
-            api,
-            id: match api {
-                Api::Completions => format!("cmpl-{serial:016x}"),
-                Api::Chat => format!("chatcmpl-{serial:016x}"),
-            },
-            created,
-            model: model.to_string(),
-        }
-    }
-
-    pub fn api(&self) -> Api {
-        self.api
-    }
-
-    fn object(&self, chunk: bool) -> &'static str {
-        match (self.api, chunk) {
-            (Api::Completions, _) => "text_completion",
-            (Api::Chat, true) => "chat.completion.chunk",
-            (Api::Chat, false) => "chat.completion",
-        }
-    }
-
-    fn head(&self, chunk: bool) -> String {
-        format!(
-            "{{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{}",
-            self.id,
-            self.object(chunk),
-            self.created,
-            Value::String(self.model.clone())
-        )
-    }
-
-    fn finish_json(finish: Option<&str>) -> String {
-        finish.map_or_else(|| "null".to_string(), |f| format!("\"{f}\""))
-    }
-
-    /// `data: {...}` for one streamed token.
-    pub fn token_event(&self, out: &mut String, text: &str, finish: Option<&str>) {
-        let text = Value::String(text.to_string());
-        let finish = Self::finish_json(finish);
-        let head = self.head(true);
-        match self.api {
-            Api::Completions => out.push_str(&format!(
-                "data: {head},\"choices\":[{{\"index\":0,\"text\":{text},\"logprobs\":null,\"finish_reason\":{finish},\"stop_reason\":null}}]}}\n\n"
-            )),
-            Api::Chat => out.push_str(&format!(
-                "data: {head},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{text}}},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
-            )),
-        }
-    }
-
-    /// The chat role chunk vLLM sends before the first content token.
-    pub fn role_event(&self, out: &mut String) {
-        let head = self.head(true);
-        out.push_str(&format!(
-            "data: {head},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
-        ));
-    }
-
-    fn usage_json(prompt: u32, completion: u32) -> String {
-        format!(
-            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}",
-            u64::from(prompt) + u64::from(completion)
-        )
-    }
-
-    /// The final chunk with `usage` (when `stream_options.include_usage`).
-    pub fn usage_event(&self, out: &mut String, prompt: u32, completion: u32) {
-        let head = self.head(true);
-        let usage = Self::usage_json(prompt, completion);
-        out.push_str(&format!(
-            "data: {head},\"choices\":[],\"usage\":{usage}}}\n\n"
-        ));
-    }
-
-    /// A whole non-streamed response.
-    pub fn full_response(&self, text: &str, finish: &str, prompt: u32, completion: u32) -> String {
-        let head = self.head(false);
-        let text = Value::String(text.to_string());
-        let usage = Self::usage_json(prompt, completion);
-        match self.api {
-            Api::Completions => format!(
-                "{head},\"choices\":[{{\"index\":0,\"text\":{text},\"logprobs\":null,\"finish_reason\":\"{finish}\",\"stop_reason\":null}}],\"usage\":{usage}}}"
-            ),
-            Api::Chat => format!(
-                "{head},\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":{text}}},\"logprobs\":null,\"finish_reason\":\"{finish}\"}}],\"usage\":{usage}}}"
-            ),
-        }
     }
 }
 
@@ -979,6 +888,7 @@ async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
     };
     let (stream, include_usage) = (call.stream, call.include_usage);
     let asked_model = call.model.clone();
+    let answer = AnswerPlan::for_call(api, &s.preset.answers, s.seed, id, call.tool.clone());
     let replica = s.route(&call.prompt);
     let req = call.into_engine_request(id);
 
@@ -1007,18 +917,18 @@ async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Response {
         created,
         asked_model.as_deref().unwrap_or(&s.model),
     );
+    let writer = AnswerWriter::new(framer, answer, stream, include_usage);
     if stream {
         stream_response(SseState {
             rx,
             guard,
-            framer,
-            include_usage,
+            writer,
             plan,
-            sent: 0,
+            begun: false,
             done: false,
         })
     } else {
-        full_response(rx, guard, framer, plan).await
+        full_response(rx, guard, writer, plan).await
     }
 }
 
@@ -1035,15 +945,13 @@ fn cut_body() -> Body {
 async fn full_response(
     mut rx: mpsc::UnboundedReceiver<StreamEvent>,
     mut guard: AbortGuard,
-    framer: Framer,
+    mut writer: AnswerWriter,
     plan: FaultPlan,
 ) -> Response {
-    let mut text = String::new();
-    let mut completion = 0u32;
     loop {
         match rx.recv().await {
             Some(StreamEvent::Token(e)) => {
-                if plan.cut_after == Some(completion) {
+                if plan.cut_after == Some(e.index) {
                     // Dropping the guard aborts the request in the engine.
                     return (StatusCode::OK, cut_body()).into_response();
                 }
@@ -1052,12 +960,16 @@ async fn full_response(
                         tokio::time::sleep(pause).await;
                     }
                 }
-                text.push_str(token_text(e.token));
-                completion += 1;
-                if let Some(reason) = e.finish {
+                let mut body = String::new();
+                writer.token(
+                    &mut body,
+                    e.index,
+                    token_text(e.token),
+                    e.finish,
+                    e.prompt_tokens,
+                );
+                if e.finish.is_some() {
                     guard.done = true;
-                    let body =
-                        framer.full_response(&text, reason.as_str(), e.prompt_tokens, completion);
                     return (
                         [(
                             header::CONTENT_TYPE,
@@ -1086,60 +998,70 @@ async fn full_response(
 struct SseState {
     rx: mpsc::UnboundedReceiver<StreamEvent>,
     guard: AbortGuard,
-    framer: Framer,
-    include_usage: bool,
+    writer: AnswerWriter,
     plan: FaultPlan,
-    sent: u32,
+    /// What goes before the first token was sent.
+    begun: bool,
     done: bool,
 }
 
+/// The next piece of the body: whatever the tokens received complete (a
+/// token buffered into a longer event sends nothing yet).
 async fn next_sse(mut st: SseState) -> Option<(Result<Bytes, std::io::Error>, SseState)> {
     if st.done {
         return None;
     }
     let mut out = String::new();
-    match st.rx.recv().await {
-        Some(StreamEvent::Token(e)) => {
-            if st.plan.cut_after == Some(st.sent) {
+    if !st.begun {
+        st.begun = true;
+        st.writer.begin(&mut out);
+        if !out.is_empty() {
+            return Some((Ok(Bytes::from(out)), st));
+        }
+    }
+    while out.is_empty() && !st.done {
+        match st.rx.recv().await {
+            Some(StreamEvent::Token(e)) => {
+                // Tokens buffered for an event not yet sent are lost with the cut.
+                if st.plan.cut_after == Some(e.index) {
+                    st.done = true;
+                    let err = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "injected stream cut (sim cut-rate)",
+                    );
+                    return Some((Err(err), st));
+                }
+                if let Some((at, pause)) = st.plan.stall {
+                    if at == e.index {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
+                st.writer.token(
+                    &mut out,
+                    e.index,
+                    token_text(e.token),
+                    e.finish,
+                    e.prompt_tokens,
+                );
+                if e.finish.is_some() {
+                    st.guard.done = true;
+                    st.done = true;
+                }
+            }
+            Some(StreamEvent::Failed(msg)) => {
+                st.guard.done = true;
+                st.done = true;
+                st.writer.error(&mut out, &msg);
+            }
+            None => {
+                // The engine stopped (server shutdown): end like a dropped connection.
                 st.done = true;
                 let err = std::io::Error::new(
                     std::io::ErrorKind::ConnectionAborted,
-                    "injected stream cut (sim cut-rate)",
+                    "simulator shut down",
                 );
                 return Some((Err(err), st));
             }
-            if let Some((at, pause)) = st.plan.stall {
-                if at == e.index {
-                    tokio::time::sleep(pause).await;
-                }
-            }
-            if st.framer.api == Api::Chat && e.index == 0 {
-                st.framer.role_event(&mut out);
-            }
-            let finish = e.finish.map(|f| f.as_str());
-            st.framer.token_event(&mut out, token_text(e.token), finish);
-            st.sent += 1;
-            if e.finish.is_some() {
-                st.guard.done = true;
-                st.done = true;
-                if st.include_usage {
-                    st.framer.usage_event(&mut out, e.prompt_tokens, st.sent);
-                }
-                out.push_str("data: [DONE]\n\n");
-            }
-        }
-        Some(StreamEvent::Failed(msg)) => {
-            st.guard.done = true;
-            st.done = true;
-            let body = json!({"error": {"message": msg, "type": "invalid_request_error", "param": null, "code": 400}});
-            out.push_str(&format!("data: {body}\n\ndata: [DONE]\n\n"));
-        }
-        None => {
-            // The engine stopped (server shutdown): end like a dropped connection.
-            st.done = true;
-            let err =
-                std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "simulator shut down");
-            return Some((Err(err), st));
         }
     }
     Some((Ok(Bytes::from(out)), st))
@@ -1222,34 +1144,5 @@ mod tests {
         assert_eq!(lru.leading_hits(&[3]), 0);
         assert_eq!(lru.stamps.len(), 3);
         assert_eq!(lru.order.len(), 3);
-    }
-
-    #[test]
-    fn stream_chunks_are_valid_json_events() {
-        let framer = Framer {
-            api: Api::Chat,
-            id: "chatcmpl-1".into(),
-            created: 5,
-            model: "sim/tiny".into(),
-        };
-        let mut out = String::new();
-        framer.role_event(&mut out);
-        framer.token_event(&mut out, " the", Some("length"));
-        framer.usage_event(&mut out, 3, 1);
-        let events: Vec<Value> = out
-            .split("\n\n")
-            .filter(|e| !e.is_empty())
-            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
-            .collect();
-        assert_eq!(events.len(), 3);
-        assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
-        assert_eq!(events[1]["choices"][0]["delta"]["content"], " the");
-        assert_eq!(events[1]["choices"][0]["finish_reason"], "length");
-        assert_eq!(events[2]["usage"]["total_tokens"], 4);
-        assert_eq!(events[2]["object"], "chat.completion.chunk");
-        let full: Value =
-            serde_json::from_str(&framer.full_response(" a b", "stop", 2, 2)).unwrap();
-        assert_eq!(full["choices"][0]["message"]["content"], " a b");
-        assert_eq!(full["object"], "chat.completion");
     }
 }

@@ -10,6 +10,10 @@
 //! vLLM logs as "GPU KV cache size", measured on a real deployment), so with
 //! it the memory check is skipped: the deployment it was measured on held
 //! its weights. It still has to hold at least one whole block.
+//!
+//! `reasoning-tokens` and `tokens-per-event` change what the answers look
+//! like, not the engine's speed: they go to the preset's
+//! [`Answers`](super::answer::Answers).
 
 use super::presets::Preset;
 use crate::config::SimServing;
@@ -128,6 +132,12 @@ pub fn apply(preset: &Preset, serving: &SimServing) -> Result<Preset, KnobError>
     }
     if let Some(tokens) = serving.kv_cache_tokens {
         p.kv_cache_tokens_override = Some(tokens);
+    }
+    if let Some(dist) = &serving.reasoning_tokens {
+        p.answers.reasoning_tokens = Some(dist.clone());
+    }
+    if let Some(n) = serving.tokens_per_event {
+        p.answers.tokens_per_event = at_least_one("tokens-per-event", n)?;
     }
     if let Some(tp) = serving.tensor_parallel {
         let tp = at_least_one("tensor-parallel", tp)?;
@@ -331,9 +341,16 @@ mod tests {
             memory_efficiency: Some(0.7),
             step_overhead: Some(Duration::from_micros(1500)),
             per_seq_overhead: Some(Duration::from_micros(20)),
+            reasoning_tokens: Some(crate::config::Dist::fixed(20.0)),
+            tokens_per_event: Some(4),
             ..SimServing::default()
         };
         let p = apply(h100(), &knobs).unwrap();
+        assert_eq!(
+            p.answers.reasoning_tokens,
+            Some(crate::config::Dist::fixed(20.0))
+        );
+        assert_eq!(p.answers.tokens_per_event, 4);
         assert_eq!(p.max_num_seqs, 64);
         assert_eq!(p.max_num_batched_tokens, 4096);
         assert_eq!(p.gpu_memory_utilization, 0.8);
@@ -355,6 +372,13 @@ mod tests {
                 "max-num-seqs",
                 SimServing {
                     max_num_seqs: Some(0),
+                    ..SimServing::default()
+                },
+            ),
+            (
+                "tokens-per-event",
+                SimServing {
+                    tokens_per_event: Some(0),
                     ..SimServing::default()
                 },
             ),

@@ -8,7 +8,9 @@
 //! [`presets`] holds the published figures; [`knobs`] applies a target's
 //! serving knobs to a preset; [`cluster`] routes requests among replicas;
 //! [`dialect`] decides what a server stricter than vLLM refuses, and when
-//! its rate limit answers 429 (on an explicit clock).
+//! its rate limit answers 429 (on an explicit clock); [`answer`] says what
+//! an answer holds (reasoning first, text or a tool call, tokens per
+//! streamed event) and [`wire`] writes it as each API streams it.
 //! Only [`http`] touches the network and the wall clock, replaying the
 //! engines' steps in real time.
 //!
@@ -23,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod answer;
 pub mod cluster;
 pub mod cost;
 pub mod dialect;
@@ -34,9 +37,11 @@ pub mod metrics;
 pub mod presets;
 pub mod request;
 pub mod tokenize;
+pub mod wire;
 
 use std::net::SocketAddr;
 
+pub use answer::Answers;
 pub use cluster::Router;
 pub use dialect::{RateLimit, RateLimitError, SimDialect};
 pub use engine::{Engine, EngineRequest, FinishReason, RequestId, StepOutput, SubmitError};
@@ -135,6 +140,13 @@ impl SimConfig {
 
     pub fn with_router(mut self, router: SimRouter) -> Self {
         self.router = router;
+        self
+    }
+
+    /// Answer as a reasoning model, or with several tokens per streamed
+    /// event (see [`Answers`]; `capcard sim --reasoning-tokens`).
+    pub fn with_answers(mut self, answers: Answers) -> Self {
+        self.preset.answers = answers;
         self
     }
 

@@ -18,6 +18,8 @@
 
 use std::fmt::Write as _;
 
+use super::answer::Answers;
+
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -115,6 +117,9 @@ pub struct Preset {
     /// window the engine accepts, instead of the model's own context.
     pub max_model_len_override: Option<u32>,
     pub efficiency: Efficiency,
+    /// What the answers look like (reasoning, tokens per streamed event):
+    /// [`Answers::PLAIN`] for every preset, set by a target's knobs.
+    pub answers: Answers,
 }
 
 impl Preset {
@@ -343,6 +348,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Two H200s, TP=2. Published figures: PUBLISHED (vLLM's batch-8 latency
@@ -361,6 +367,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Published figures: PUBLISHED (single stream and c=8, measured on the
@@ -379,6 +386,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: AMPERE_EFFICIENCY,
     },
     // Llama-3.1-8B: Llama-3-8B's weights and speed (the same PUBLISHED
@@ -397,6 +405,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: HOPPER_EFFICIENCY,
     },
     Preset {
@@ -413,6 +422,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: AMPERE_EFFICIENCY,
     },
     // Llama-3-8B bf16 leaves only a few GB for the KV cache on an L4, which
@@ -432,6 +442,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // Made up, for tests and demos: a ~0.1 B-parameter model on a slow
@@ -472,6 +483,7 @@ static PRESETS: [Preset; 7] = [
         chunked_prefill: true,
         kv_cache_tokens_override: None,
         max_model_len_override: None,
+        answers: Answers::PLAIN,
         efficiency: Efficiency {
             compute: 0.6,
             memory: 0.8,

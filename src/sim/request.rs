@@ -5,6 +5,13 @@
 //! is refused the same way on the engine's own clock, and both submit the
 //! same tokens with the same stopping rules. Also here: the seeded draws of
 //! the injected faults, which depend only on the seed and the request id.
+//!
+//! Three bodies: completions (`prompt`), chat (`messages`) and the
+//! Responses API (`input`, a string or message items, and `instructions`,
+//! counted as prompt tokens). Chat and responses may offer `tools`: the
+//! call then names the function the simulated model answers with (the
+//! first function tool, or the one `tool_choice` names; none with
+//! `tool_choice: "none"`).
 
 use std::time::Duration;
 
@@ -22,6 +29,8 @@ use crate::workload::mix;
 pub enum Api {
     Completions,
     Chat,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 #[derive(Debug, Deserialize)]
@@ -30,7 +39,8 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
-/// The fields both endpoints read; anything else (temperature, top_p, …) is
+/// The fields the completions and chat endpoints read (the Responses API's
+/// are mapped onto them); anything else (temperature, top_p, …) is
 /// accepted and ignored, as vLLM does.
 #[derive(Debug, Deserialize)]
 struct CommonParams {
@@ -74,8 +84,37 @@ pub(crate) struct ChatMessage {
 #[derive(Debug, Deserialize)]
 struct ChatBody {
     messages: Vec<ChatMessage>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
     #[serde(flatten)]
     common: CommonParams,
+}
+
+/// `POST /v1/responses`: what vLLM reads of OpenAI's fields, with vLLM's
+/// own `ignore_eos`, `min_tokens` and `priority`.
+#[derive(Debug, Deserialize)]
+struct ResponsesBody {
+    input: Value,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    max_output_tokens: Option<u32>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    min_tokens: Option<u32>,
+    #[serde(default)]
+    ignore_eos: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    priority: Option<i32>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
 }
 
 /// A call the engine accepts, before it is given an id.
@@ -89,7 +128,12 @@ pub struct ParsedCall {
     /// The model (or adapter) asked for, if the body names one.
     pub model: Option<String>,
     pub stream: bool,
+    /// Usage in the stream: asked for with `stream_options.include_usage`
+    /// on completions and chat; always on the Responses API, whose last
+    /// event carries it.
     pub include_usage: bool,
+    /// The function the answer calls (see the module docs), if any.
+    pub tool: Option<String>,
 }
 
 impl ParsedCall {
@@ -150,7 +194,7 @@ pub fn parse_call(
     served: &[String],
 ) -> Result<ParsedCall, Refusal> {
     let vocab = preset.model.vocab;
-    let (prompt, common) = match api {
+    let (prompt, common, tool) = match api {
         Api::Completions => {
             let parsed: CompletionBody = parse(body).map_err(Refusal::BadRequest)?;
             let prompt = completion_prompt(&parsed.prompt, vocab).map_err(Refusal::BadRequest)?;
@@ -160,12 +204,35 @@ pub fn parse_call(
                     stream: parsed.common.stream.unwrap_or(false),
                 });
             }
-            (prompt, parsed.common)
+            (prompt, parsed.common, None)
         }
         Api::Chat => {
             let parsed: ChatBody = parse(body).map_err(Refusal::BadRequest)?;
             let prompt = chat_prompt(&parsed.messages, vocab).map_err(Refusal::BadRequest)?;
-            (prompt, parsed.common)
+            let tool = tool_to_call(api, parsed.tools.as_ref(), parsed.tool_choice.as_ref())
+                .map_err(Refusal::BadRequest)?;
+            (prompt, parsed.common, tool)
+        }
+        Api::Responses => {
+            let parsed: ResponsesBody = parse(body).map_err(Refusal::BadRequest)?;
+            let prompt = responses_prompt(parsed.instructions.as_deref(), &parsed.input, vocab)
+                .map_err(Refusal::BadRequest)?;
+            let tool = tool_to_call(api, parsed.tools.as_ref(), parsed.tool_choice.as_ref())
+                .map_err(Refusal::BadRequest)?;
+            let common = CommonParams {
+                model: parsed.model,
+                max_tokens: None,
+                max_completion_tokens: parsed.max_output_tokens,
+                min_tokens: parsed.min_tokens,
+                ignore_eos: parsed.ignore_eos,
+                stream: parsed.stream,
+                stream_options: Some(StreamOptions {
+                    include_usage: Some(true),
+                }),
+                n: None,
+                priority: parsed.priority,
+            };
+            (prompt, common, tool)
         }
     };
     if let Some(model) = &common.model {
@@ -178,8 +245,8 @@ pub fn parse_call(
     }
     let max_tokens = match api {
         Api::Completions => common.max_tokens.unwrap_or(16),
-        // vLLM's chat default: whatever the context leaves.
-        Api::Chat => common
+        // vLLM's chat and responses default: whatever the context leaves.
+        Api::Chat | Api::Responses => common
             .max_completion_tokens
             .or(common.max_tokens)
             .unwrap_or_else(|| {
@@ -207,6 +274,7 @@ pub fn parse_call(
             .stream_options
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
+        tool,
     };
     // The id is irrelevant to validation.
     validate_request(preset, &call.clone().into_engine_request(RequestId(0)))
@@ -271,6 +339,145 @@ pub(crate) fn chat_prompt(messages: &[ChatMessage], vocab: u32) -> Result<Vec<u3
         }
     }
     Ok(tokens)
+}
+
+/// The Responses API's prompt: `instructions` (the system prompt), then
+/// `input`, a string or an array of items: messages (`{role, content}`,
+/// `type: "message"` or none; content a string or text parts), and the
+/// items a tool loop sends back (a `function_call`'s arguments, a
+/// `function_call_output`'s output). Earlier `reasoning` items add no
+/// tokens, as vLLM drops them from the prompt.
+pub(crate) fn responses_prompt(
+    instructions: Option<&str>,
+    input: &Value,
+    vocab: u32,
+) -> Result<Vec<u32>, String> {
+    let mut tokens = Vec::new();
+    if let Some(text) = instructions {
+        tokenize_into(text, vocab, &mut tokens);
+    }
+    let items = match input {
+        Value::String(text) => {
+            tokenize_into(text, vocab, &mut tokens);
+            return Ok(tokens);
+        }
+        Value::Array(items) => items,
+        _ => return Err("input must be a string or an array of input items".into()),
+    };
+    for (i, item) in items.iter().enumerate() {
+        let text_field = |field: &str| match item.get(field) {
+            Some(Value::String(text)) => Ok(text.as_str()),
+            _ => Err(format!("input[{i}].{field} must be a string")),
+        };
+        match item.get("type").and_then(Value::as_str) {
+            None | Some("message") => match item.get("content") {
+                Some(Value::String(text)) => tokenize_into(text, vocab, &mut tokens),
+                Some(Value::Array(parts)) => {
+                    for (j, part) in parts.iter().enumerate() {
+                        let kind = part.get("type").and_then(Value::as_str);
+                        let text = part.get("text").and_then(Value::as_str);
+                        match (kind, text) {
+                            (Some("input_text" | "output_text" | "text"), Some(text)) => {
+                                tokenize_into(text, vocab, &mut tokens)
+                            }
+                            _ => {
+                                return Err(format!(
+                                    "input[{i}].content[{j}]: only text parts (input_text, output_text) are supported by the simulator"
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "input[{i}].content must be a string or an array of text parts"
+                    ));
+                }
+            },
+            Some("function_call") => tokenize_into(text_field("arguments")?, vocab, &mut tokens),
+            Some("function_call_output") => {
+                tokenize_into(text_field("output")?, vocab, &mut tokens)
+            }
+            Some("reasoning") => {}
+            Some(other) => {
+                return Err(format!(
+                    "input[{i}]: items of type `{other}` are not supported by the simulator (message, function_call, function_call_output, reasoning)"
+                ));
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+/// The function a call's answer calls: none without `tools` (or with
+/// `tool_choice: "none"`), the one a named `tool_choice` names, else the
+/// first function tool. A function is `{"type": "function", "function":
+/// {"name"}}` on chat and `{"type": "function", "name"}` on the Responses
+/// API; other tools (a hosted web search) are never called.
+pub(crate) fn tool_to_call(
+    api: Api,
+    tools: Option<&Value>,
+    tool_choice: Option<&Value>,
+) -> Result<Option<String>, String> {
+    let tools = match tools {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err("tools must be an array".into()),
+    };
+    if tools.is_empty() {
+        return Ok(None);
+    }
+    let name_of = |v: &Value| {
+        v.pointer("/function/name")
+            .or_else(|| v.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match tool_choice {
+        None | Some(Value::Null) => {}
+        Some(Value::String(choice)) => match choice.as_str() {
+            "none" => return Ok(None),
+            "auto" | "required" => {}
+            other => {
+                return Err(format!(
+                    "tool_choice must be \"none\", \"auto\", \"required\" or a named function, got \"{other}\""
+                ));
+            }
+        },
+        Some(choice @ Value::Object(_)) => {
+            if choice.get("type").and_then(Value::as_str) == Some("function") {
+                return match name_of(choice) {
+                    Some(name) => Ok(Some(name)),
+                    None => Err("tool_choice of type function must name the function".into()),
+                };
+            }
+        }
+        Some(_) => {
+            return Err(
+                "tool_choice must be \"none\", \"auto\", \"required\" or a named function".into(),
+            );
+        }
+    }
+    for (i, tool) in tools.iter().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("function") {
+            continue;
+        }
+        let name = match api {
+            Api::Chat | Api::Completions => tool.pointer("/function/name"),
+            Api::Responses => tool.get("name"),
+        };
+        return match name.and_then(Value::as_str) {
+            Some(name) => Ok(Some(name.to_string())),
+            None => Err(format!(
+                "tools[{i}]: a function tool needs a name (`{}`)",
+                match api {
+                    Api::Responses => "name",
+                    Api::Chat | Api::Completions => "function.name",
+                }
+            )),
+        };
+    }
+    Ok(None)
 }
 
 fn unit_draw(seed: u64, salt: u64, id: u64) -> f64 {
@@ -348,6 +555,154 @@ mod tests {
         .unwrap();
         assert_eq!(chat_prompt(&messages, 1000).unwrap().len(), 5);
         assert!(chat_prompt(&[], 1000).is_err());
+    }
+
+    #[test]
+    fn responses_input_in_every_form() {
+        let len = |instructions: Option<&str>, input: Value| {
+            responses_prompt(instructions, &input, 1000).map(|p| p.len())
+        };
+        assert_eq!(len(None, json!("three short words")), Ok(3));
+        assert_eq!(len(Some("be brief"), json!("hi")), Ok(3));
+        assert_eq!(
+            len(
+                None,
+                json!([
+                    {"role": "system", "content": "you are terse"},
+                    {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "two words"}]},
+                    {"role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "go"}]},
+                ])
+            ),
+            Ok(7)
+        );
+        // A tool loop's items: the call's arguments, its output.
+        assert_eq!(
+            len(
+                None,
+                json!([
+                    {"role": "user", "content": "weather?"},
+                    {"type": "reasoning", "id": "rs_1", "summary": []},
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{\"city\": \"Oslo\"}"},
+                    {"type": "function_call_output", "call_id": "c", "output": "12 degrees"},
+                ])
+            ),
+            Ok(5)
+        );
+        let image =
+            json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]);
+        assert!(
+            len(None, image)
+                .unwrap_err()
+                .contains("input[0].content[0]")
+        );
+        assert!(len(None, json!([{"type": "web_search_call"}])).is_err());
+        assert!(len(None, json!([{"type": "function_call_output"}])).is_err());
+        assert!(len(None, json!(7)).is_err());
+        assert!(len(None, json!([{"role": "user", "content": 7}])).is_err());
+    }
+
+    #[test]
+    fn the_tool_to_call_is_the_first_function_or_the_one_named() {
+        let chat_tools = json!([
+            {"type": "code_interpreter"},
+            {"type": "function", "function": {"name": "get_weather", "parameters": {}}},
+            {"type": "function", "function": {"name": "lookup"}},
+        ]);
+        let call = |api, tools: &Value, choice: Option<Value>| {
+            tool_to_call(api, Some(tools), choice.as_ref())
+        };
+        assert_eq!(
+            call(Api::Chat, &chat_tools, None),
+            Ok(Some("get_weather".into()))
+        );
+        assert_eq!(
+            call(Api::Chat, &chat_tools, Some(json!("required"))),
+            Ok(Some("get_weather".into()))
+        );
+        assert_eq!(call(Api::Chat, &chat_tools, Some(json!("none"))), Ok(None));
+        assert_eq!(
+            call(
+                Api::Chat,
+                &chat_tools,
+                Some(json!({"type": "function", "function": {"name": "lookup"}}))
+            ),
+            Ok(Some("lookup".into()))
+        );
+        assert!(call(Api::Chat, &chat_tools, Some(json!("always"))).is_err());
+        assert_eq!(tool_to_call(Api::Chat, None, None), Ok(None));
+        assert_eq!(call(Api::Chat, &json!([]), None), Ok(None));
+        assert!(call(Api::Chat, &json!({"a": 1}), None).is_err());
+        assert!(
+            call(
+                Api::Chat,
+                &json!([{"type": "function", "function": {}}]),
+                None
+            )
+            .unwrap_err()
+            .contains("function.name")
+        );
+        let responses_tools = json!([
+            {"type": "web_search"},
+            {"type": "function", "name": "lookup", "parameters": {}},
+        ]);
+        assert_eq!(
+            call(Api::Responses, &responses_tools, Some(json!("auto"))),
+            Ok(Some("lookup".into()))
+        );
+        assert_eq!(
+            call(
+                Api::Responses,
+                &responses_tools,
+                Some(json!({"type": "function", "name": "other"}))
+            ),
+            Ok(Some("other".into()))
+        );
+        assert_eq!(
+            call(Api::Responses, &json!([{"type": "web_search"}]), None),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_responses_call_reads_its_own_fields() {
+        let tiny = find("tiny").unwrap();
+        let served = vec!["sim/tiny".to_string()];
+        let body = json!({"model": "sim/tiny", "input": "a b c", "instructions": "d e",
+            "max_output_tokens": 9, "min_tokens": 9, "ignore_eos": true, "stream": true,
+            "tools": [{"type": "function", "name": "f"}], "max_tokens": 2});
+        let call = parse_call(Api::Responses, body.to_string().as_bytes(), tiny, &served).unwrap();
+        assert_eq!(call.prompt.len(), 5);
+        assert_eq!((call.max_tokens, call.min_tokens), (9, 9));
+        assert!(call.ignore_eos && call.stream && call.include_usage);
+        assert_eq!(call.tool.as_deref(), Some("f"));
+        // The default length: what the context leaves.
+        let body = json!({"input": "a b c"});
+        let call = parse_call(Api::Responses, body.to_string().as_bytes(), tiny, &served).unwrap();
+        assert_eq!(call.max_tokens, tiny.max_model_len() - 3);
+        assert_eq!(call.tool, None);
+        let chat = json!({"messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "g"}}], "tool_choice": "auto"});
+        let call = parse_call(Api::Chat, chat.to_string().as_bytes(), tiny, &served).unwrap();
+        assert_eq!(call.tool.as_deref(), Some("g"));
+        assert!(!call.include_usage);
+        let no_input = json!({"model": "sim/tiny"});
+        let refused = parse_call(
+            Api::Responses,
+            no_input.to_string().as_bytes(),
+            tiny,
+            &served,
+        );
+        assert_eq!(refused.unwrap_err().status(), 400);
+        let unknown = json!({"model": "other", "input": "hi"});
+        let refused = parse_call(
+            Api::Responses,
+            unknown.to_string().as_bytes(),
+            tiny,
+            &served,
+        );
+        assert_eq!(refused.unwrap_err().status(), 404);
     }
 
     #[test]

@@ -1093,6 +1093,15 @@ fn sim_knobs_decode_to_the_expected_serving() {
         memory_efficiency: Some(0.75),
         step_overhead: Some(Duration::from_micros(1200)),
         per_seq_overhead: Some(Duration::from_micros(12)),
+        reasoning_tokens: Some(capcard::config::Dist {
+            kind: capcard::config::DistKind::LogNormal {
+                median: 200.0,
+                sigma: 0.5,
+            },
+            min: None,
+            max: Some(2000.0),
+        }),
+        tokens_per_event: Some(4),
         replicas: 2,
         router: SimRouter::LeastLoaded,
         virtual_time: true,

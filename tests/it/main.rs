@@ -18,6 +18,7 @@ mod profile;
 mod report;
 mod shards;
 mod sim;
+mod sim_answers;
 mod sim_dialect;
 mod support;
 mod telemetry;

@@ -53,6 +53,8 @@ const SIM_KNOBS: &[&str] = &[
     "memory-efficiency",
     "step-overhead",
     "per-seq-overhead",
+    "reasoning-tokens",
+    "tokens-per-event",
     "replicas",
     "virtual",
     "network-overhead",
@@ -510,6 +512,12 @@ impl Decoder {
                         serving.network_overhead = d;
                         network_overhead = Some(child);
                     }),
+                "reasoning-tokens" => self
+                    .dist(child, rules::Quantity::Tokens)
+                    .map(|d| serving.reasoning_tokens = Some(d)),
+                "tokens-per-event" => self
+                    .sim_count(child, "tokens-per-event 4", u32::MAX.into())
+                    .map(|n| serving.tokens_per_event = Some(n as u32)),
                 "replicas" => self.sim_replicas(child).map(|(replicas, router)| {
                     serving.replicas = replicas;
                     serving.router = router;
