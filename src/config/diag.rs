@@ -176,14 +176,17 @@ pub fn source_for(path: &Path, text: &str) -> Source {
 
 /// The closest of `candidates` to `input`, if it is near enough to be a typo
 /// (Jaro-Winkler ≥ 0.8, which catches `concurency` and `ttf` but not
-/// unrelated words).
+/// unrelated words). On a tie the earlier candidate wins: lists put the
+/// common name first (`ttf` is `ttft`, not `ttfo`).
 pub fn did_you_mean<'c>(input: &str, candidates: &[&'c str]) -> Option<&'c str> {
-    candidates
-        .iter()
-        .map(|c| (strsim::jaro_winkler(input, c), *c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    let mut best: Option<(f64, &'c str)> = None;
+    for candidate in candidates {
+        let score = strsim::jaro_winkler(input, candidate);
+        if score >= 0.8 && best.is_none_or(|(top, _)| score > top) {
+            best = Some((score, candidate));
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// The help line for an unknown name: the near miss if there is one, the list
@@ -220,7 +223,16 @@ mod tests {
         ];
         assert_eq!(did_you_mean("concurency", &closed), Some("concurrency"));
         assert_eq!(did_you_mean("warmpu", &closed), Some("warmup"));
-        let metrics = ["ttft", "itl", "tpot", "e2e", "task-e2e", "error-rate"];
+        let metrics = [
+            "ttft",
+            "ttfo",
+            "itl",
+            "tpot",
+            "e2e",
+            "task-e2e",
+            "error-rate",
+        ];
+        // `ttf` is as near `ttfo` as `ttft`: the first listed wins.
         assert_eq!(did_you_mean("ttf", &metrics), Some("ttft"));
         assert_eq!(did_you_mean("erorr-rate", &metrics), Some("error-rate"));
     }

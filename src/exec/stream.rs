@@ -502,7 +502,12 @@ impl StreamObserver {
                             Some("max_output_tokens") => "length".to_string(),
                             Some(other) => other.to_string(),
                             None if self.tool_calls > 0 => "tool_calls".to_string(),
-                            None => response.status.clone().unwrap_or_else(|| "stop".into()),
+                            // `completed`, in chat's word, so every API's
+                            // answers read alike on the card.
+                            None => match response.status.as_deref() {
+                                Some("completed") | None => "stop".to_string(),
+                                Some(other) => other.to_string(),
+                            },
                         },
                     );
                 }

@@ -290,7 +290,7 @@ struct Call {
 /// that the engine ended for `reason`: chat's (`tool_calls` once the tool
 /// was called), or what the client makes of the Responses API's final
 /// status (`length` for `incomplete`, `tool_calls` after a function call,
-/// else the status, `completed`).
+/// else `stop`, as chat says it).
 fn finish_label(
     api: crate::sim::request::Api,
     answer: &AnswerPlan,
@@ -303,7 +303,7 @@ fn finish_label(
         (SimApi::Chat, _) => answer.finish_reason(reason, generated),
         (SimApi::Responses, FinishReason::Length) => "length",
         (SimApi::Responses, FinishReason::Stop) if answer.calls_tool(generated) => "tool_calls",
-        (SimApi::Responses, FinishReason::Stop) => "completed",
+        (SimApi::Responses, FinishReason::Stop) => "stop",
     }
 }
 
@@ -1157,9 +1157,6 @@ mod tests {
             finish_label(SimApi::Responses, &tool, Stop, 4),
             "tool_calls"
         );
-        assert_eq!(
-            finish_label(SimApi::Responses, &plain, Stop, 4),
-            "completed"
-        );
+        assert_eq!(finish_label(SimApi::Responses, &plain, Stop, 4), "stop");
     }
 }

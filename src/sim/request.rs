@@ -79,6 +79,9 @@ pub(crate) struct ChatMessage {
     role: Option<String>,
     #[serde(default)]
     content: Value,
+    /// An assistant turn's tool calls: their arguments are prompt tokens.
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -337,6 +340,15 @@ pub(crate) fn chat_prompt(messages: &[ChatMessage], vocab: u32) -> Result<Vec<u3
                 ));
             }
         }
+        for call in m.tool_calls.iter().flatten() {
+            let arguments = call
+                .get("function")
+                .and_then(|f| f.get("arguments"))
+                .and_then(Value::as_str);
+            if let Some(text) = arguments {
+                tokenize_into(text, vocab, &mut tokens);
+            }
+        }
     }
     Ok(tokens)
 }
@@ -554,6 +566,15 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(chat_prompt(&messages, 1000).unwrap().len(), 5);
+        // An agent's tool call in the history: its arguments are prompt.
+        let with_call: Vec<ChatMessage> = serde_json::from_value(json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_0", "type": "function",
+                "function": {"name": "f", "arguments": "{\"input\":\"a b c\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "result words"},
+        ]))
+        .unwrap();
+        assert_eq!(chat_prompt(&with_call, 1000).unwrap().len(), 1 + 3 + 2);
         assert!(chat_prompt(&[], 1000).is_err());
     }
 

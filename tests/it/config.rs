@@ -315,7 +315,7 @@ fn unknown_api() {
         "api.kdl",
         r#"
 target "a" { endpoint "http://127.0.0.1:8000/v1"; api completion }
-target "b" { endpoint "127.0.0.1:8000"; api responses }
+target "b" { endpoint "127.0.0.1:8000"; api embeddings }
 workload "chat" { input-tokens fixed 100; output-tokens fixed 50 }
 closed { concurrency 1; duration "5s" }
 "#

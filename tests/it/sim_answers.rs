@@ -413,6 +413,8 @@ impl OneCall {
             messages: Vec::new(),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
+            tools: None,
+            answer_in_words: false,
         }
     }
 }
@@ -430,6 +432,7 @@ impl RequestSource for OneCall {
         Prompt::Chat(vec![ChatMessage {
             role: "user",
             content: words(call.input_tokens as usize, "w"),
+            tool: None,
         }])
     }
 }
