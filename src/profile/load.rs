@@ -19,7 +19,7 @@ pub enum ProfileError {
     },
     #[error(transparent)]
     #[diagnostic(help(
-        "capcard profile reads Mooncake JSONL, BurstGPT CSV, request logs (one JSON object per request with a time and token counts or a prompt), ShareGPT conversations and capcard journals; see \"From traffic to a capacity card\" in the README"
+        "capcard profile reads Mooncake JSONL, BurstGPT CSV, request logs (one JSON object per request with a time and token counts or a prompt), ShareGPT conversations and capcard journals; see \"From traffic to a capacity card\" in docs/profile.md"
     ))]
     Log(#[from] DatasetError),
     #[error("cannot write {path}")]

@@ -1,5 +1,6 @@
-//! Cr_open against queueing theory, fast: the Erlang-C reproduction of the
-//! README ("Reproducing an Erlang-C answer") without a server or a clock.
+//! Cr_open against queueing theory, fast: the Erlang-C reproduction of
+//! docs/erlang-c.md ("Reproducing an Erlang-C answer") without a server or a
+//! clock.
 //!
 //! An M/M/4 FIFO queue (Poisson arrivals at the rate the search asks for,
 //! service Exp(mean 400 ms)) is simulated in virtual time, seeded; each call's

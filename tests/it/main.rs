@@ -8,6 +8,7 @@ mod context;
 mod data;
 mod dialects;
 mod diff;
+mod docs;
 mod e2e;
 mod engines;
 mod erlang_c;
