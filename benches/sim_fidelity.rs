@@ -13,7 +13,6 @@
 use std::time::{Duration, Instant};
 
 use capcard::sim::{SimConfig, presets, start};
-use futures_util::StreamExt;
 use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -42,9 +41,7 @@ async fn run(
     let preset = presets::find("h100-llama3-8b").ok_or("missing preset")?;
     let server = start(SimConfig::new(preset), "127.0.0.1:0".parse()?).await?;
     let url = format!("{}/completions", server.base_url());
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(streams)
-        .build()?;
+    let client = capcard::exec::HttpClient::new(Duration::from_secs(600));
 
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(streams);
@@ -56,23 +53,30 @@ async fn run(
             .map(|t| (i as u32 * 7919 + t * 104_729) % 128_000)
             .collect();
         tasks.push(tokio::spawn(async move {
-            let resp = client
-                .post(url)
-                .json(&json!({"prompt": prompt, "max_tokens": tokens, "ignore_eos": true, "stream": true}))
-                .send()
+            let body =
+                json!({"prompt": prompt, "max_tokens": tokens, "ignore_eos": true, "stream": true});
+            let content_type = [(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            )];
+            let mut resp = client
+                .open(
+                    http::Method::POST,
+                    &url,
+                    &content_type,
+                    body.to_string().into(),
+                )
                 .await?;
-            let mut body = resp.bytes_stream();
             let mut events = 0usize;
             let mut first: Option<Duration> = None;
             let t0 = Instant::now();
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk?;
+            while let Some(chunk) = resp.chunk().await? {
                 events += chunk.windows(6).filter(|w| w == b"data: ").count();
                 if first.is_none() {
                     first = Some(t0.elapsed());
                 }
             }
-            Ok::<_, reqwest::Error>((events, first))
+            Ok::<_, capcard::exec::HttpError>((events, first))
         }));
     }
     let mut delivered = 0usize;

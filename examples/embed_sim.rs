@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
+use capcard::exec::HttpClient;
+use capcard::exec::sse::SseDecoder;
 use capcard::sim::{SimConfig, start};
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 #[tokio::main]
@@ -33,44 +33,60 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Vec<_>>()
         .join(" ");
     let started = Instant::now();
-    let response = reqwest::Client::new()
-        .post(format!("{}/completions", server.base_url()))
-        .json(&json!({
-            "model": model,
-            "prompt": prompt,
-            "max_tokens": 24,
-            "ignore_eos": true,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        }))
-        .send()
-        .await?
-        .error_for_status()?;
+    let body = json!({
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": 24,
+        "ignore_eos": true,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    let content_type = [(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    )];
+    let mut response = HttpClient::new(std::time::Duration::from_secs(10))
+        .open(
+            http::Method::POST,
+            &format!("{}/completions", server.base_url()),
+            &content_type,
+            body.to_string().into(),
+        )
+        .await?;
+    if response.status() != 200 {
+        return Err(format!("HTTP {}", response.status()).into());
+    }
 
-    let mut events = response.bytes_stream().eventsource();
+    let mut decoder = SseDecoder::new();
+    let mut events = Vec::new();
     let mut previous = None;
-    while let Some(event) = events.next().await {
-        let event = event?;
-        if event.data == "[DONE]" {
-            break;
+    'stream: while let Some(bytes) = response.chunk().await? {
+        decoder.push(&bytes);
+        while let Some(event) = decoder.next_event() {
+            events.push(event);
         }
-        let chunk: Value = serde_json::from_str(&event.data)?;
-        let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-        if let Some(text) = chunk["choices"][0]["text"].as_str() {
-            let gap = previous.map_or_else(
-                || "TTFT".to_string(),
-                |p: f64| format!("+{:.1} ms", elapsed_ms - p),
-            );
-            println!("{elapsed_ms:8.1} ms  {gap:>10}  {text:?}");
-            previous = Some(elapsed_ms);
-        }
-        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
-            println!(
-                "usage: {} prompt + {} completion tokens in {:.1} ms",
-                usage["prompt_tokens"],
-                usage["completion_tokens"],
-                started.elapsed().as_secs_f64() * 1e3
-            );
+        for event in events.drain(..) {
+            if event.data == "[DONE]" {
+                break 'stream;
+            }
+            let chunk: Value = serde_json::from_str(&event.data)?;
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            if let Some(text) = chunk["choices"][0]["text"].as_str() {
+                let gap = previous.map_or_else(
+                    || "TTFT".to_string(),
+                    |p: f64| format!("+{:.1} ms", elapsed_ms - p),
+                );
+                println!("{elapsed_ms:8.1} ms  {gap:>10}  {text:?}");
+                previous = Some(elapsed_ms);
+            }
+            if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+                println!(
+                    "usage: {} prompt + {} completion tokens in {:.1} ms",
+                    usage["prompt_tokens"],
+                    usage["completion_tokens"],
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
         }
     }
     server.shutdown().await;

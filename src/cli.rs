@@ -115,6 +115,10 @@ pub enum Command {
         /// Where the coordinator listens for its shards.
         #[arg(long, default_value = "127.0.0.1:7300", requires = "coordinate")]
         listen: SocketAddr,
+        /// A shard silent this long (no poll, no journal) is lost and the
+        /// run incomplete; longer for pods that pause (e.g. "60s").
+        #[arg(long, value_name = "DURATION", default_value = "15s", requires = "coordinate", value_parser = parse_lost_after)]
+        lost_after: std::time::Duration,
     },
     /// Merge the results folders of the shards of one run (`capcard run
     /// --shard I/N --start-at T`) into one folder, and render its cards.
@@ -179,7 +183,7 @@ pub enum Command {
         block_tokens: u32,
         /// Read numeric timestamps in this unit instead of judging it (from
         /// the key, the format, an epoch's size or a relative clock's span;
-        /// see the README). RFC 3339 times and capcard journals say their own.
+        /// see docs/profile.md). RFC 3339 times and capcard journals say their own.
         #[arg(long, value_enum, value_name = "s|ms")]
         time_unit: Option<TimeUnitArg>,
     },
@@ -323,6 +327,17 @@ fn parse_quantity(text: &str) -> Result<String, String> {
 }
 
 /// `--shard I/N`.
+fn parse_lost_after(text: &str) -> Result<std::time::Duration, String> {
+    match crate::config::units::parse_duration(text) {
+        Ok(d) if d >= crate::shard::coordinator::MIN_LOST_AFTER => Ok(d),
+        Ok(_) => Err(format!(
+            "at least {} s: a running shard is heard once a second",
+            crate::shard::coordinator::MIN_LOST_AFTER.as_secs()
+        )),
+        Err(e) => Err(format!("{}; {}", e.message, e.help)),
+    }
+}
+
 fn parse_shard(text: &str) -> Result<crate::plan::shard::ShardPart, String> {
     crate::plan::shard::ShardPart::parse(text)
 }

@@ -218,19 +218,12 @@ async fn probe_metrics(base_url: &str, api_key: Option<&str>) -> Option<(String,
         "{}/metrics",
         base_url.trim_end_matches('/').trim_end_matches("/v1")
     );
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .ok()?;
-    let mut request = client.get(&url);
-    if let Ok(Some(auth)) = exec::client::bearer(api_key) {
-        request = request.header(reqwest::header::AUTHORIZATION, auth);
-    }
-    let response = request.send().await.ok()?;
-    if !response.status().is_success() {
+    let client = exec::client::probe_client(api_key, &[], Duration::from_secs(5)).ok()?;
+    let reply = client.get(&url).await.ok()?;
+    if !reply.is_success() {
         return None;
     }
-    let body = response.text().await.ok()?;
+    let body = reply.text();
     let engine = metrics_engine(&body)?;
     Some((url, engine.to_string()))
 }

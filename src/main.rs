@@ -56,6 +56,7 @@ fn main() -> ExitCode {
             coordinator,
             coordinate,
             listen,
+            lost_after,
         } => {
             let shard = match (shard, start_at, coordinator, coordinate) {
                 (Some(part), Some(start_at), None, None) => {
@@ -64,9 +65,11 @@ fn main() -> ExitCode {
                 (Some(part), None, Some(coordinator), None) => {
                     Some(runner::ShardMode::Worker { part, coordinator })
                 }
-                (None, None, None, Some(count)) => {
-                    Some(runner::ShardMode::Coordinator { count, listen })
-                }
+                (None, None, None, Some(count)) => Some(runner::ShardMode::Coordinator {
+                    count,
+                    listen,
+                    lost_after,
+                }),
                 (Some(_), None, None, _) => {
                     eprintln!(
                         "error: --shard needs --start-at T (a timetable, merged with `capcard merge`) \
@@ -469,7 +472,10 @@ fn probe_cmd(files: &[std::path::PathBuf]) -> ExitCode {
             };
             for report in reports {
                 match report.outcome {
-                    Ok(found) => {
+                    runner::ProbeOutcome::NotProbed(why) => {
+                        println!("target {}: not probed ({why})", report.target);
+                    }
+                    runner::ProbeOutcome::Accepted(found) => {
                         println!(
                             "target {}: {} (model {})",
                             report.target, found.base_url, found.model
@@ -490,7 +496,7 @@ fn probe_cmd(files: &[std::path::PathBuf]) -> ExitCode {
                             }
                         }
                     }
-                    Err(e) => {
+                    runner::ProbeOutcome::Refused(e) => {
                         refused = true;
                         println!("target {}: cannot be measured as it is", report.target);
                         eprintln!("{:?}", miette::Report::new(e));

@@ -11,15 +11,15 @@
 //! its previous answer and never read this one) is sent once more on a fresh
 //! connection, and its record counts the reconnect.
 //!
-//! The per-request timeout runs from the send to the end of the stream and is
-//! ours (not reqwest's), so a timeout is always classified as such, even in
-//! the middle of a stream.
+//! The per-request timeout runs from the send to the end of the stream, so a
+//! timeout is always classified as such, even in the middle of a stream.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use http::HeaderValue;
+use http::header::AUTHORIZATION;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +32,7 @@ use super::stream::{
     truncate_detail,
 };
 use super::timer::PreciseTimer;
-use super::transport::{Http1Pool, Response, SendFailure, Sent, Transport};
+use super::transport::{HttpClient, Response, Transport, Url};
 use crate::workload::prompt::TokenIdRange;
 
 /// Largest error body read from a non-2xx response.
@@ -45,90 +45,60 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone)]
 pub(crate) struct HttpTarget {
     pub transport: Transport,
-    pub url: reqwest::Url,
-    pub auth: Option<HeaderValue>,
     pub timeout: Duration,
-    /// Extra headers the target declares (`header "name" "value"`).
-    pub headers: std::sync::Arc<Vec<(reqwest::header::HeaderName, HeaderValue)>>,
     /// Counts output tokens when the server reports no usage.
     pub tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     /// The stream's format (chunks, or the Responses API's events).
     pub wire: super::stream::Wire,
 }
 
-/// A client with keep-alive, no retries, `pool_size` idle connections kept,
-/// HTTP/1.1 only unless `http2` (then negotiated by ALPN, or with prior
-/// knowledge on plain `http://`).
-pub(crate) fn build_client(pool_size: usize, http2: bool) -> Result<reqwest::Client, ExecError> {
-    let builder = reqwest::Client::builder()
-        .retry(reqwest::retry::never())
-        .pool_max_idle_per_host(pool_size.max(1))
-        .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_nodelay(true);
-    let builder = if http2 { builder } else { builder.http1_only() };
-    builder
-        .build()
-        .map_err(|e| ExecError::Client(error_chain(&e)))
-}
-
 /// The transport for a run's calls to `url`, sending `auth` and `headers`
-/// (HTTP/1.1 builds them into its pool once; HTTP/2 adds them per call).
+/// with each (built into the transport once).
 pub(crate) fn build_transport(
-    url: &reqwest::Url,
+    url: &Url,
     http2: bool,
     auth: Option<&HeaderValue>,
-    headers: &[(reqwest::header::HeaderName, HeaderValue)],
+    headers: &[(http::HeaderName, HeaderValue)],
 ) -> Result<Transport, ExecError> {
-    if http2 {
-        let client = reqwest::Client::builder()
-            .retry(reqwest::retry::never())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true);
-        let client = if url.scheme() == "http" {
-            client.http2_prior_knowledge()
-        } else {
-            client
-        };
-        let client = client
-            .build()
-            .map_err(|e| ExecError::Client(error_chain(&e)))?;
-        Ok(Transport::Http2(client))
-    } else {
-        let mut fixed: Vec<_> = auth
-            .map(|a| (AUTHORIZATION, a.clone()))
-            .into_iter()
-            .collect();
-        fixed.extend(headers.iter().cloned());
-        Ok(Transport::Http1(std::sync::Arc::new(Http1Pool::new(
-            url, fixed,
-        )?)))
-    }
+    let mut fixed: Vec<_> = auth
+        .map(|a| (AUTHORIZATION, a.clone()))
+        .into_iter()
+        .collect();
+    fixed.extend(headers.iter().cloned());
+    Transport::new(url, http2, fixed)
+}
+
+/// A one-shot client sending the target's key and `headers`.
+pub(crate) fn probe_client(
+    api_key: Option<&str>,
+    headers: &[(String, String)],
+    timeout: Duration,
+) -> Result<HttpClient, ExecError> {
+    let mut all: Vec<_> = bearer(api_key)?
+        .map(|a| (AUTHORIZATION, a))
+        .into_iter()
+        .collect();
+    all.extend(parse_headers(headers)?);
+    Ok(HttpClient::new(timeout).with_headers(all))
 }
 
 /// `base_url` + `/` + `path`, checked.
-pub(crate) fn endpoint_url(base_url: &str, path: &str) -> Result<reqwest::Url, ExecError> {
-    let joined = format!("{}/{}", base_url.trim_end_matches('/'), path);
-    let bad = |reason: String| ExecError::BadUrl {
+pub(crate) fn endpoint_url(base_url: &str, path: &str) -> Result<Url, ExecError> {
+    Url::join(base_url, path).map_err(|reason| ExecError::BadUrl {
         url: base_url.to_string(),
         reason,
-    };
-    let url = reqwest::Url::parse(&joined).map_err(|e| bad(e.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("scheme `{other}` is not http or https"))),
-    }
+    })
 }
 
 /// The target's extra headers, checked.
 pub(crate) fn parse_headers(
     headers: &[(String, String)],
-) -> Result<Vec<(reqwest::header::HeaderName, HeaderValue)>, ExecError> {
+) -> Result<Vec<(http::HeaderName, HeaderValue)>, ExecError> {
     headers
         .iter()
         .map(|(name, value)| {
             let bad = || ExecError::BadHeader { name: name.clone() };
-            let name =
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+            let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
             let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
             value.set_sensitive(true);
             Ok((name, value))
@@ -146,57 +116,6 @@ pub(crate) fn bearer(api_key: Option<&str>) -> Result<Option<HeaderValue>, ExecE
             Ok(value)
         })
         .transpose()
-}
-
-/// An error and its causes, `a: b: c` ("error sending request: connection refused").
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-fn classify_send_error(error: &reqwest::Error) -> SendFailure {
-    let detail = truncate_detail(&error_chain(error));
-    let client_limit = std::error::Error::source(error)
-        .and_then(find_io_error)
-        .is_some_and(super::transport::is_client_resource_error);
-    if client_limit {
-        SendFailure {
-            class: ErrorClass::ClientLimit,
-            detail: format!("the client ran out of its own resources: {detail}"),
-        }
-    } else if error.is_connect() {
-        SendFailure {
-            class: ErrorClass::Connect,
-            detail,
-        }
-    } else {
-        SendFailure {
-            class: ErrorClass::BrokenStream,
-            detail: format!("request failed before a response: {detail}"),
-        }
-    }
-}
-
-pub(crate) fn find_io_error<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a std::io::Error> {
-    let mut source = Some(error);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return Some(io);
-        }
-        source = e.source();
-    }
-    None
 }
 
 /// What every call of a run shares.
@@ -323,35 +242,6 @@ struct CallProgress {
     resent_at: Option<Instant>,
 }
 
-/// Send the request on the target's transport.
-async fn send(target: &HttpTarget, body: Bytes) -> Result<Sent, SendFailure> {
-    match &target.transport {
-        // Path and headers were fixed when the pool was built.
-        Transport::Http1(pool) => pool.send(body).await,
-        Transport::Http2(client) => {
-            let mut request = client
-                .post(target.url.clone())
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
-                .body(body);
-            if let Some(auth) = &target.auth {
-                request = request.header(AUTHORIZATION, auth.clone());
-            }
-            for (name, value) in target.headers.iter() {
-                request = request.header(name.as_str(), value.clone());
-            }
-            match request.send().await {
-                Ok(response) => Ok(Sent {
-                    response: Response::Http2(response),
-                    reconnects: 0,
-                    resent_at: None,
-                }),
-                Err(e) => Err(classify_send_error(&e)),
-            }
-        }
-    }
-}
-
 /// The request and its stream. Returns how it ended, when, and, after a
 /// clean `[DONE]`, the response so its remaining bytes can be drained.
 async fn stream_call(
@@ -363,7 +253,7 @@ async fn stream_call(
     live: &Live,
 ) -> (StreamEnd, Instant, Option<Response>) {
     let ms = |t: Instant| ms_since(t0, t);
-    let mut response = match send(target, body).await {
+    let mut response = match target.transport.send(body).await {
         Ok(sent) => {
             progress.reconnects = sent.reconnects;
             progress.resent_at = sent.resent_at;
@@ -447,7 +337,7 @@ async fn stream_call(
 
 /// `429 Too Many Requests`.
 fn status_text(status: u16) -> String {
-    match reqwest::StatusCode::from_u16(status) {
+    match http::StatusCode::from_u16(status) {
         Ok(code) => code.to_string(),
         Err(_) => status.to_string(),
     }
@@ -507,26 +397,15 @@ pub async fn probe_models_with(
         url: url.to_string(),
         reason,
     };
-    let client = build_client(1, false)?;
-    let mut request = client.get(url.clone()).timeout(timeout);
-    if let Some(auth) = bearer(api_key)? {
-        request = request.header(AUTHORIZATION, auth);
-    }
-    for (name, value) in parse_headers(headers)? {
-        request = request.header(name, value);
-    }
-    let response = request.send().await.map_err(|e| {
-        if e.is_timeout() {
+    let client = probe_client(api_key, headers, timeout)?;
+    let reply = client.get(url.as_str()).await.map_err(|e| match e {
+        super::transport::HttpError::Timeout(_) => {
             unreachable(format!("no answer within {:.3} s", timeout.as_secs_f64()))
-        } else {
-            unreachable(truncate_detail(&error_chain(&e)))
         }
+        other => unreachable(truncate_detail(&other.to_string())),
     })?;
-    let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| unreachable(truncate_detail(&error_chain(&e))))?;
+    let status = http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::OK);
+    let body = reply.body;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
@@ -585,16 +464,12 @@ pub async fn probe_info_window(
     timeout: Duration,
 ) -> Option<u32> {
     let root = base_url.trim_end_matches('/').trim_end_matches("/v1");
-    let client = reqwest::Client::builder().timeout(timeout).build().ok()?;
-    let mut request = client.get(format!("{root}/info"));
-    if let Ok(Some(auth)) = bearer(api_key) {
-        request = request.header(AUTHORIZATION, auth);
-    }
-    let response = request.send().await.ok()?;
-    if !response.status().is_success() {
+    let client = probe_client(api_key, &[], timeout).ok()?;
+    let reply = client.get(&format!("{root}/info")).await.ok()?;
+    if !reply.is_success() {
         return None;
     }
-    let value: serde_json::Value = response.json().await.ok()?;
+    let value: serde_json::Value = reply.json().ok()?;
     value
         .get("max_total_tokens")?
         .as_u64()
@@ -621,17 +496,13 @@ pub const PREFIX_CACHE_RESETS: [&str; 2] = ["reset_prefix_cache", "flush_cache"]
 /// answered 2xx. Used to find and to use a server's prefix-cache reset.
 pub async fn post_admin(base_url: &str, path: &str, api_key: Option<&str>) -> bool {
     let root = base_url.trim_end_matches('/').trim_end_matches("/v1");
-    let Ok(client) = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-    else {
+    let Ok(client) = probe_client(api_key, &[], Duration::from_secs(10)) else {
         return false;
     };
-    let mut request = client.post(format!("{root}/{path}"));
-    if let Ok(Some(auth)) = bearer(api_key) {
-        request = request.header(AUTHORIZATION, auth);
-    }
-    request.send().await.is_ok_and(|r| r.status().is_success())
+    client
+        .post(&format!("{root}/{path}"), "application/json", "")
+        .await
+        .is_ok_and(|r| r.is_success())
 }
 
 /// What the token-id probe found.
@@ -693,11 +564,9 @@ pub async fn probe_token_ids(
 }
 
 struct TokenIdProbe {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpClient,
+    url: Url,
     model: String,
-    auth: Option<HeaderValue>,
-    timeout: Duration,
 }
 
 impl TokenIdProbe {
@@ -708,14 +577,12 @@ impl TokenIdProbe {
         timeout: Duration,
     ) -> Result<Self, ExecError> {
         Ok(TokenIdProbe {
-            client: build_client(1, false)?,
+            client: probe_client(api_key, &[], timeout)?,
             url: endpoint_url(
                 base_url,
                 super::request::api_path(crate::config::Api::Completions),
             )?,
             model: model.to_string(),
-            auth: bearer(api_key)?,
-            timeout,
         })
     }
 
@@ -728,22 +595,16 @@ impl TokenIdProbe {
             &super::request::Prompt::TokenIds(ids.to_vec()),
             1,
         );
-        let mut request = self
+        let reply = self
             .client
-            .post(self.url.clone())
-            .timeout(self.timeout)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .body(body);
-        if let Some(auth) = &self.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
-        }
-        let response = request.send().await.map_err(|e| ExecError::Unreachable {
-            url: self.url.to_string(),
-            reason: truncate_detail(&error_chain(&e)),
-        })?;
-        let status = response.status();
-        let bytes = response.bytes().await.unwrap_or_default();
+            .post(self.url.as_str(), "application/json", body)
+            .await
+            .map_err(|e| ExecError::Unreachable {
+                url: self.url.to_string(),
+                reason: truncate_detail(&e.to_string()),
+            })?;
+        let status = http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::OK);
+        let bytes = reply.body;
         if status.is_server_error() && !status_says_invalid(&bytes) {
             return Err(ExecError::Unreachable {
                 url: self.url.to_string(),

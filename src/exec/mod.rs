@@ -105,6 +105,7 @@ pub use request::{
     WorkloadSource,
 };
 pub use runner::DISPATCH_LEAD;
+pub use transport::{HttpClient, HttpError, Reply, Streaming, Url};
 
 /// One OpenAI-compatible endpoint as the runner resolved it.
 #[derive(Debug, Clone)]

@@ -33,7 +33,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 
 use super::Endpoint;
 use super::record::{Dialect, ErrorClass, TokenSource};
@@ -635,7 +634,7 @@ fn read_stream(body: &[u8], wire: super::stream::Wire) -> (StreamObserver, Strea
 }
 
 fn status_text(status: u16) -> String {
-    match reqwest::StatusCode::from_u16(status) {
+    match http::StatusCode::from_u16(status) {
         Ok(code) => code.to_string(),
         Err(_) => status.to_string(),
     }
@@ -671,7 +670,8 @@ pub async fn run(
         super::client::endpoint_url(&endpoint.base_url, super::request::api_path(endpoint.api))?;
     let auth = super::client::bearer(endpoint.api_key.as_deref())?;
     let headers = super::client::parse_headers(&endpoint.headers)?;
-    let client = super::client::build_client(1, endpoint.http2)?;
+    // The run's own transport: the same HTTP version, headers and key.
+    let transport = super::client::build_transport(&url, endpoint.http2, auth.as_ref(), &headers)?;
     let mut options = endpoint.body.clone();
     let mut changed: Vec<Change> = Vec::new();
     let mut settled: Vec<String> = Vec::new();
@@ -680,19 +680,29 @@ pub async fn run(
         .saturating_mul(RUNAWAY_FACTOR)
         .saturating_add(RUNAWAY_SLACK);
     for calls in 1..=MAX_CALLS {
-        let mut request = client
-            .post(url.clone())
-            .timeout(endpoint.timeout)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .body(render(&options));
-        if let Some(auth) = &auth {
-            request = request.header(AUTHORIZATION, auth.clone());
-        }
-        for (name, value) in &headers {
-            request = request.header(name.clone(), value.clone());
-        }
-        let answer = read_answer(request, limit, super::stream::Wire::of(endpoint.api)).await;
+        let answer = match tokio::time::timeout(
+            endpoint.timeout,
+            read_answer(
+                &transport,
+                render(&options),
+                limit,
+                super::stream::Wire::of(endpoint.api),
+            ),
+        )
+        .await
+        {
+            Ok(answer) => answer,
+            Err(_) => Answer {
+                status: 0,
+                retry_after: None,
+                body: Vec::new(),
+                runaway: false,
+                transport_error: Some(format!(
+                    "no complete answer within the target's {:.3} s timeout",
+                    endpoint.timeout.as_secs_f64()
+                )),
+            },
+        };
         let cx = Context {
             target,
             api: endpoint.api,
@@ -775,10 +785,11 @@ pub async fn run(
     })
 }
 
-/// Send `request` and read its answer: an error body whole (capped), a
+/// Send `body` and read its answer: an error body whole (capped), a
 /// stream until it ends or runs past `max_chunks` content chunks.
 async fn read_answer(
-    request: reqwest::RequestBuilder,
+    transport: &super::transport::Transport,
+    body: Bytes,
     max_chunks: u32,
     wire: super::stream::Wire,
 ) -> Answer {
@@ -789,24 +800,23 @@ async fn read_answer(
         runaway: false,
         transport_error: None,
     };
-    let mut response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            answer.transport_error = Some(truncate_detail(&super::client::error_chain(&e)));
+    let mut response = match transport.send(body).await {
+        Ok(sent) => sent.response,
+        Err(failure) => {
+            answer.transport_error = Some(truncate_detail(&failure.detail));
             return answer;
         }
     };
-    answer.status = response.status().as_u16();
-    if !response.status().is_success() {
-        answer.retry_after = super::transport::retry_after_of(response.headers());
-    }
+    answer.status = response.status();
+    let success = (200..300).contains(&answer.status);
+    answer.retry_after = response.retry_after();
     let mut decoder = SseDecoder::new();
     let mut observer = StreamObserver::for_wire(wire);
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 let room = MAX_ERROR_BODY.saturating_sub(answer.body.len());
-                if !response.status().is_success() {
+                if !success {
                     answer
                         .body
                         .extend_from_slice(&chunk[..chunk.len().min(room)]);
@@ -829,7 +839,7 @@ async fn read_answer(
             Err(e) => {
                 // What arrived is judged (a cut stream is a broken stream).
                 if answer.body.is_empty() {
-                    answer.transport_error = Some(truncate_detail(&super::client::error_chain(&e)));
+                    answer.transport_error = Some(truncate_detail(&e));
                 }
                 break;
             }

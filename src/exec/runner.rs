@@ -639,12 +639,9 @@ pub(crate) async fn run(
     let auth = client::bearer(endpoint.api_key.as_deref())?;
     let RunInputs { source, arrivals } = inputs;
     let (concurrency, arrivals) = super::load_of(run, arrivals).map_err(bad_run)?;
-    let headers = Arc::new(client::parse_headers(&endpoint.headers)?);
+    let headers = client::parse_headers(&endpoint.headers)?;
     let target = HttpTarget {
         transport: client::build_transport(&url, endpoint.http2, auth.as_ref(), &headers)?,
-        headers,
-        url,
-        auth,
         timeout: endpoint.timeout,
         tokenizer: source.tokenizer(),
         wire: super::stream::Wire::of(endpoint.api),

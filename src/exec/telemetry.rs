@@ -295,7 +295,7 @@ impl Scraper {
         url: String,
         interval: Duration,
         journal_path: PathBuf,
-        client: reqwest::Client,
+        client: super::transport::HttpClient,
     ) -> Scraper {
         Self::start_at(url, interval, journal_path, client, Instant::now())
     }
@@ -308,7 +308,7 @@ impl Scraper {
         url: String,
         interval: Duration,
         journal_path: PathBuf,
-        client: reqwest::Client,
+        client: super::transport::HttpClient,
         t0: Instant,
     ) -> Scraper {
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -396,28 +396,26 @@ impl JournalWriter {
 }
 
 async fn scrape_once(
-    client: &reqwest::Client,
+    client: &super::transport::HttpClient,
     url: &str,
     timeout: Duration,
 ) -> Result<String, String> {
-    let response = client
+    let reply = client
+        .with_timeout(timeout)
         .get(url)
-        .timeout(timeout)
-        .send()
         .await
         .map_err(|e| e.to_string())?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(format!("HTTP {}", status.as_u16()));
+    if !reply.is_success() {
+        return Err(format!("HTTP {}", reply.status));
     }
-    response.text().await.map_err(|e| e.to_string())
+    Ok(reply.text())
 }
 
 async fn scrape_loop(
     url: String,
     interval: Duration,
     journal_path: PathBuf,
-    client: reqwest::Client,
+    client: super::transport::HttpClient,
     t0: Instant,
     mut stop_rx: oneshot::Receiver<()>,
 ) -> TelemetrySeries {

@@ -8,11 +8,9 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 
 use super::ExecError;
-use super::client::bearer;
 use crate::workload::prompt::{VOCABULARY, WordList};
 
 /// Parallel requests while calibrating: enough to take ~1 s on loopback.
@@ -32,10 +30,9 @@ enum Dialect {
 /// A server's tokenize endpoint that answered.
 #[derive(Debug, Clone)]
 pub struct TokenizeEndpoint {
-    client: reqwest::Client,
+    client: super::transport::HttpClient,
     url: String,
     model: String,
-    auth: Option<HeaderValue>,
     dialect: Dialect,
 }
 
@@ -72,18 +69,12 @@ impl TokenizeEndpoint {
             .trim_end_matches('/')
             .trim_end_matches("/v1")
             .to_string();
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .pool_max_idle_per_host(CALIBRATION_CONCURRENCY)
-            .build()
-            .map_err(|e| ExecError::Client(e.to_string()))?;
-        let auth = bearer(api_key)?;
+        let client = super::client::probe_client(api_key, &[], timeout)?;
         for dialect in [Dialect::Prompt, Dialect::Content, Dialect::Inputs] {
             let endpoint = TokenizeEndpoint {
                 client: client.clone(),
                 url: format!("{root}/tokenize"),
                 model: model.to_string(),
-                auth: auth.clone(),
                 dialect,
             };
             // " the" is one or two tokens everywhere; zero means the field was ignored.
@@ -103,19 +94,11 @@ impl TokenizeEndpoint {
             Dialect::Content => json!({"content": text, "add_special": false}),
             Dialect::Inputs => json!({"inputs": text, "add_special_tokens": false}),
         };
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_string());
-        if let Some(auth) = &self.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
-        }
-        let response = request.send().await.ok()?;
-        if !response.status().is_success() {
+        let reply = self.client.post_json(&self.url, &body).await.ok()?;
+        if !reply.is_success() {
             return None;
         }
-        let answer: Value = response.json().await.ok()?;
+        let answer: Value = reply.json().ok()?;
         count_of(&answer)
     }
 

@@ -65,8 +65,13 @@ pub enum ShardMode {
         part: plan::shard::ShardPart,
         coordinator: String,
     },
-    /// `--coordinate N`: plan and judge every run, executed by N shards.
-    Coordinator { count: u32, listen: SocketAddr },
+    /// `--coordinate N`: plan and judge every run, executed by N shards;
+    /// a shard silent for `lost_after` is lost.
+    Coordinator {
+        count: u32,
+        listen: SocketAddr,
+        lost_after: Duration,
+    },
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -167,7 +172,7 @@ struct LiveTarget {
     sim: Option<sim::SimServer>,
     /// Prometheus URL scraped during every run, if any.
     metrics_url: Option<String>,
-    scrape_client: reqwest::Client,
+    scrape_client: exec::HttpClient,
     /// The target's `tokenizer`, loaded: prompts sized exactly with it.
     tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
     /// A `completions` target that accepts token-id prompts gets them, with
@@ -339,9 +344,13 @@ pub async fn run(
             // No sim to shut down: shard modes refuse sim targets.
             return shards::timetable_outcome(outcome, &folder, *part, &cancel, log);
         }
-        Some(ShardMode::Coordinator { count, listen }) => {
+        Some(ShardMode::Coordinator {
+            count,
+            listen,
+            lost_after,
+        }) => {
             let coordinator = shards::start_coordinator(
-                (*count, *listen),
+                (*count, *listen, *lost_after),
                 &source,
                 content_nonce,
                 &folder,
@@ -441,8 +450,17 @@ pub async fn run(
 #[derive(Debug)]
 pub struct ProbeReport {
     pub target: String,
-    /// The preflight's dialect, or why the target cannot be measured.
-    pub outcome: Result<ProbeFindings, RunError>,
+    pub outcome: ProbeOutcome,
+}
+
+/// One target's preflight: what it accepts, why it cannot be measured, or
+/// why there was nothing to probe.
+#[derive(Debug)]
+pub enum ProbeOutcome {
+    Accepted(ProbeFindings),
+    Refused(RunError),
+    /// A `sim` target in virtual time has no server: nothing to ask.
+    NotProbed(String),
 }
 
 /// What a target accepts, as the preflight and the start-up probes found.
@@ -474,13 +492,9 @@ pub async fn probe(
         if virtual_target(target, &experiment, false)?.is_some() {
             reports.push(ProbeReport {
                 target: target.name.clone(),
-                outcome: Err(RunError::Usage(
-                    format!(
-                        "target `{}` runs in virtual time: there is no server to probe",
-                        target.name
-                    ),
-                    None,
-                )),
+                outcome: ProbeOutcome::NotProbed(
+                    "runs in virtual time, in process: no server to probe".to_string(),
+                ),
             });
             continue;
         }
@@ -522,7 +536,10 @@ pub async fn probe(
         .await;
         reports.push(ProbeReport {
             target: target.name.clone(),
-            outcome,
+            outcome: match outcome {
+                Ok(findings) => ProbeOutcome::Accepted(findings),
+                Err(refusal) => ProbeOutcome::Refused(refusal),
+            },
         });
     }
     Ok(reports)
@@ -1366,26 +1383,13 @@ async fn prepare_target(
     };
     // Scrapes carry the target's credentials and headers: a hosted
     // endpoint's /metrics is usually behind the same auth as its API.
-    let scrape_headers = {
-        let mut map = reqwest::header::HeaderMap::new();
-        if let Ok(Some(auth)) = exec::client::bearer(api_key.as_deref()) {
-            map.insert(reqwest::header::AUTHORIZATION, auth);
-        }
-        if let Ok(parsed) = exec::client::parse_headers(&headers) {
-            for (name, value) in parsed {
-                map.insert(name, value);
-            }
-        }
-        map
-    };
-    let scrape_client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .default_headers(scrape_headers)
-        .build()
-        .map_err(|e| RunError::Sim {
-            target: target.name.clone(),
-            message: e.to_string(),
-        })?;
+    let scrape_client =
+        exec::client::probe_client(api_key.as_deref(), &headers, Duration::from_secs(2)).map_err(
+            |e| RunError::Sim {
+                target: target.name.clone(),
+                message: e.to_string(),
+            },
+        )?;
     let (metrics_url, telemetry_off) = match &target.metrics {
         MetricsSource::Off => (None, Some("off (`metrics #false`)".to_string())),
         MetricsSource::Url { url } => (Some(url.clone()), None),
@@ -1657,7 +1661,7 @@ fn prepare_virtual(
         },
         sim: None,
         metrics_url: None,
-        scrape_client: reqwest::Client::new(),
+        scrape_client: exec::HttpClient::new(Duration::from_secs(2)),
         tokenizer: target.tokenizer.as_ref().and_then(|t| t.loaded.clone()),
         token_ids,
         token_id_refusal: None,
@@ -1731,10 +1735,10 @@ async fn calibrate_words(
 }
 
 /// Whether `url` serves Prometheus text (for `metrics` left at its default).
-async fn answers_prometheus(client: &reqwest::Client, url: &str) -> Result<(), String> {
-    match client.get(url).send().await {
-        Ok(response) if response.status().is_success() => {
-            let body = response.text().await.map_err(|e| e.to_string())?;
+async fn answers_prometheus(client: &exec::HttpClient, url: &str) -> Result<(), String> {
+    match client.get(url).await {
+        Ok(reply) if reply.is_success() => {
+            let body = reply.text();
             if body.contains("# TYPE") || body.contains("# HELP") {
                 Ok(())
             } else {
@@ -1743,9 +1747,10 @@ async fn answers_prometheus(client: &reqwest::Client, url: &str) -> Result<(), S
                 ))
             }
         }
-        Ok(response) => {
-            let status = response.status();
-            Err(match status.as_u16() {
+        Ok(reply) => {
+            let status = http::StatusCode::from_u16(reply.status)
+                .map_or_else(|_| reply.status.to_string(), |s| s.to_string());
+            Err(match reply.status {
                 401 | 403 => format!(
                     "GET {url} was refused ({status}) with the target's key and headers; \
                      give the scrape its own URL with `metrics \"URL\"` or a `header`"
@@ -1753,10 +1758,7 @@ async fn answers_prometheus(client: &reqwest::Client, url: &str) -> Result<(), S
                 _ => format!("GET {url} answered {status}: the server offers no metrics there"),
             })
         }
-        Err(e) => Err(format!(
-            "GET {url} failed: {}",
-            exec::client::error_chain(&e)
-        )),
+        Err(e) => Err(format!("GET {url} failed: {e}")),
     }
 }
 

@@ -275,7 +275,7 @@ pub(super) fn timetable_outcome(
 /// `--coordinate N`: listen, and wait until the N shards have joined.
 /// `None`: interrupted while waiting.
 pub(super) async fn start_coordinator(
-    (count, listen): (u32, std::net::SocketAddr),
+    (count, listen, lost_after): (u32, std::net::SocketAddr, Duration),
     source: &str,
     content_nonce: u64,
     folder: &ResultsFolder,
@@ -285,6 +285,7 @@ pub(super) async fn start_coordinator(
     let coordinator = Coordinator::start(
         listen,
         count,
+        lost_after,
         crate::workload::hash_str(source),
         content_nonce,
         &folder.dir.join("shards"),
@@ -386,7 +387,7 @@ pub(super) async fn execute_sharded(
         return Err(shards_error(format!(
             "shard(s) {} went silent for {} s and sent no journal: the run is incomplete",
             list(&collected.missing),
-            crate::shard::coordinator::LOST_AFTER.as_secs()
+            collected.lost_after.as_secs_f64()
         )));
     }
     if !merged.complete || journal.footer.as_ref().is_some_and(|f| f.interrupted) {

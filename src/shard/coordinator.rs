@@ -23,7 +23,8 @@
 //! - `POST journal?shard=I&seq=SEQ`: the shard's journal of the run, the
 //!   body streamed to `shards/<I>/<run-id>.jsonl` in the results folder.
 //!
-//! A shard that neither uploads nor polls for [`LOST_AFTER`] is lost: the
+//! A shard that neither uploads nor polls for `--lost-after` (default
+//! [`LOST_AFTER`]) is lost: the
 //! run is merged from the others without a footer (incomplete), and the
 //! experiment stops there, never carrying on with a lighter load.
 
@@ -54,8 +55,12 @@ use crate::plan::shard::ShardPart;
 pub const LONG_POLL: Duration = Duration::from_secs(20);
 /// How often a running shard asks whether its run is cancelled.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
-/// A shard silent this long (no poll, no upload in progress) is lost.
+/// A shard silent this long (no poll, no upload in progress) is lost,
+/// unless `--lost-after` says otherwise.
 pub const LOST_AFTER: Duration = Duration::from_secs(15);
+/// The shortest `--lost-after`: a running shard is heard every
+/// [`HEARTBEAT`], and one late heartbeat is not a lost shard.
+pub const MIN_LOST_AFTER: Duration = Duration::from_secs(3);
 /// How far ahead of now a run's start instant is set: long enough for
 /// every shard's long poll to return and its first bodies to be rendered.
 pub const START_LEAD: Duration = Duration::from_secs(3);
@@ -157,6 +162,7 @@ struct Shared {
     inner: Mutex<Inner>,
     changed: Notify,
     shards_dir: PathBuf,
+    lost_after: Duration,
 }
 
 impl Shared {
@@ -175,6 +181,8 @@ pub struct Collected {
     pub parts: Vec<PathBuf>,
     /// Shards that sent nothing (lost, or still silent after a cancel).
     pub missing: Vec<u32>,
+    /// How long a shard had to be silent to be lost.
+    pub lost_after: Duration,
 }
 
 /// The coordinator: its server and the shards' shared state.
@@ -187,10 +195,12 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// Listen on `addr` for `count` shards of the experiment whose text
-    /// hashes to `experiment_hash`; journals go under `shards_dir`.
+    /// hashes to `experiment_hash`; journals go under `shards_dir`; a
+    /// shard silent for `lost_after` is lost.
     pub async fn start(
         addr: SocketAddr,
         count: u32,
+        lost_after: Duration,
         experiment_hash: u64,
         content_nonce: u64,
         shards_dir: &Path,
@@ -213,6 +223,7 @@ impl Coordinator {
             }),
             changed: Notify::new(),
             shards_dir: shards_dir.to_path_buf(),
+            lost_after,
         });
         let app = axum::Router::new()
             .route("/v1/clock", get(clock))
@@ -302,7 +313,7 @@ impl Coordinator {
 
     /// Wait for every shard's journal of run `seq`. On `cancel` the shards
     /// are told to stop, and their interrupted journals are awaited for
-    /// [`CANCEL_GRACE`]; a shard silent for [`LOST_AFTER`] is given up.
+    /// [`CANCEL_GRACE`]; a shard silent for its `lost_after` is given up.
     pub async fn collect(&self, seq: u64, cancel: &CancellationToken) -> Collected {
         let mut cancel_deadline: Option<Instant> = None;
         loop {
@@ -313,6 +324,7 @@ impl Coordinator {
                     return Collected {
                         parts: Vec::new(),
                         missing: (0..inner.count).collect(),
+                        lost_after: self.shared.lost_after,
                     };
                 }
                 if cancel.is_cancelled() && !inner.current.cancelled {
@@ -327,7 +339,7 @@ impl Coordinator {
                             && inner
                                 .last_seen
                                 .get(i)
-                                .is_none_or(|t| now.duration_since(*t) > LOST_AFTER)
+                                .is_none_or(|t| now.duration_since(*t) > self.shared.lost_after)
                     })
                     .collect();
                 (
@@ -338,13 +350,20 @@ impl Coordinator {
                 )
             };
             let timed_out = cancel_deadline.is_some_and(|d| Instant::now() >= d);
-            if received.len() as u32 == count || !lost.is_empty() || timed_out {
+            // A lost shard ends the run, but the shards still heard from
+            // finish it first: what they measured is kept.
+            let accounted = received.len() + lost.len();
+            if received.len() as u32 == count || accounted as u32 >= count || timed_out {
                 let parts = received
                     .iter()
                     .map(|i| journal_path(&self.shared.shards_dir, *i, &run_id))
                     .collect();
                 let missing = (0..count).filter(|i| !received.contains(i)).collect();
-                return Collected { parts, missing };
+                return Collected {
+                    parts,
+                    missing,
+                    lost_after: self.shared.lost_after,
+                };
             }
             tokio::select! {
                 _ = notified => {}

@@ -12,12 +12,16 @@ use super::coordinator::{Assignment, ClockReading, Join, RunState, Welcome, unix
 /// Clock readings taken to measure the offset; the one with the shortest
 /// round trip is kept (its midpoint is the least uncertain).
 pub const CLOCK_SAMPLES: usize = 16;
+/// A journal of a million calls is about 600 MB: minutes on a slow link.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+const CONFLICT: u16 = 409;
+const NO_CONTENT: u16 = 204;
 
 /// A shard's view of its coordinator.
 #[derive(Debug, Clone)]
 pub struct CoordinatorClient {
     base: String,
-    http: reqwest::Client,
+    http: crate::exec::HttpClient,
 }
 
 /// The offset between this host's clock and the coordinator's.
@@ -69,13 +73,10 @@ pub enum WorkerError {
 impl CoordinatorClient {
     pub fn new(url: &str) -> Result<Self, WorkerError> {
         let base = url.trim_end_matches('/').to_string();
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| WorkerError::Unreachable {
-                url: base.clone(),
-                reason: e.to_string(),
-            })?;
+        if let Err(reason) = crate::exec::Url::parse(&base) {
+            return Err(WorkerError::Unreachable { url: base, reason });
+        }
+        let http = crate::exec::HttpClient::new(Duration::from_secs(5));
         Ok(CoordinatorClient { base, http })
     }
 
@@ -104,13 +105,10 @@ impl CoordinatorClient {
             let sent = unix_ms(SystemTime::now());
             let reading: ClockReading = self
                 .http
-                .get(format!("{}/v1/clock", self.base))
-                .timeout(Duration::from_secs(5))
-                .send()
+                .get(&format!("{}/v1/clock", self.base))
                 .await
                 .map_err(|e| self.unreachable(e))?
                 .json()
-                .await
                 .map_err(|e| self.protocol(e))?;
             let received = unix_ms(SystemTime::now());
             samples.push((sent, reading.unix_ms, received));
@@ -123,23 +121,20 @@ impl CoordinatorClient {
     pub async fn join(&self, join: &Join, patience: Duration) -> Result<Welcome, WorkerError> {
         let until = tokio::time::Instant::now() + patience;
         loop {
+            let body = serde_json::to_value(join).map_err(|e| self.protocol(e))?;
             match self
                 .http
-                .post(format!("{}/v1/join", self.base))
-                .json(join)
-                .timeout(Duration::from_secs(10))
-                .send()
+                .with_timeout(Duration::from_secs(10))
+                .post_json(&format!("{}/v1/join", self.base), &body)
                 .await
             {
-                Ok(response) if response.status().is_success() => {
-                    return response.json().await.map_err(|e| self.protocol(e));
+                Ok(reply) if reply.is_success() => {
+                    return reply.json().map_err(|e| self.protocol(e));
                 }
-                Ok(response) if response.status() == reqwest::StatusCode::CONFLICT => {
-                    return Err(WorkerError::Refused(
-                        response.text().await.unwrap_or_default(),
-                    ));
+                Ok(reply) if reply.status == CONFLICT => {
+                    return Err(WorkerError::Refused(reply.text()));
                 }
-                Ok(response) => return Err(self.protocol(format!("HTTP {}", response.status()))),
+                Ok(reply) => return Err(self.protocol(format!("HTTP {}", reply.status))),
                 Err(e) if tokio::time::Instant::now() < until => {
                     let _ = e;
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -160,21 +155,21 @@ impl CoordinatorClient {
     ) -> Result<Option<Assignment>, WorkerError> {
         let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
-            let request = self
+            let http = self
                 .http
-                .get(format!("{}/v1/next?shard={shard}&after={after}", self.base))
-                .timeout(super::coordinator::LONG_POLL + Duration::from_secs(10))
-                .send();
+                .with_timeout(super::coordinator::LONG_POLL + Duration::from_secs(10));
+            let url = format!("{}/v1/next?shard={shard}&after={after}", self.base);
+            let request = http.get(&url);
             let response = tokio::select! {
                 _ = cancel.cancelled() => return Ok(None),
                 r = request => r,
             };
             match response {
-                Ok(r) if r.status() == reqwest::StatusCode::NO_CONTENT => failing_since = None,
-                Ok(r) if r.status().is_success() => {
-                    return r.json().await.map(Some).map_err(|e| self.protocol(e));
+                Ok(r) if r.status == NO_CONTENT => failing_since = None,
+                Ok(r) if r.is_success() => {
+                    return r.json().map(Some).map_err(|e| self.protocol(e));
                 }
-                Ok(r) => return Err(self.protocol(format!("HTTP {}", r.status()))),
+                Ok(r) => return Err(self.protocol(format!("HTTP {}", r.status))),
                 Err(e) => {
                     let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() > patience {
@@ -204,12 +199,10 @@ impl CoordinatorClient {
             }
             let state = self
                 .http
-                .get(format!("{}/v1/state?shard={shard}&seq={seq}", self.base))
-                .timeout(Duration::from_secs(5))
-                .send()
+                .get(&format!("{}/v1/state?shard={shard}&seq={seq}", self.base))
                 .await;
-            if let Ok(response) = state
-                && let Ok(state) = response.json::<RunState>().await
+            if let Ok(reply) = state
+                && let Ok(state) = reply.json::<RunState>()
                 && state.cancelled
             {
                 run_cancel.cancel();
@@ -234,16 +227,17 @@ impl CoordinatorClient {
                 })?;
             match self
                 .http
-                .post(format!("{}/v1/journal?shard={shard}&seq={seq}", self.base))
-                .body(body)
-                .send()
+                .with_timeout(UPLOAD_TIMEOUT)
+                .post(
+                    &format!("{}/v1/journal?shard={shard}&seq={seq}", self.base),
+                    "application/x-ndjson",
+                    body,
+                )
                 .await
             {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => {
-                    return Err(WorkerError::Refused(r.text().await.unwrap_or_default()));
-                }
-                Ok(r) => last_error = format!("HTTP {}", r.status()),
+                Ok(r) if r.is_success() => return Ok(()),
+                Ok(r) if r.status == CONFLICT => return Err(WorkerError::Refused(r.text())),
+                Ok(r) => last_error = format!("HTTP {}", r.status),
                 Err(e) => last_error = e.to_string(),
             }
         }

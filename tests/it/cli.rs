@@ -240,9 +240,25 @@ fn sim_rejects_bad_fault_flags() {
 }
 
 #[test]
+fn k8s_manifests_are_those_the_generated_api_bindings_wrote() {
+    // tests/it/k8s_golden/README.md: the YAML k8s-openapi wrote for this
+    // file, before capcard's own structs replaced it.
+    let out = capcard()
+        .args(["k8s", "tests/it/k8s_golden/demo.kdl", "--shards", "2"])
+        .args(["--image", "img", "--namespace", "load", "--name", "demo"])
+        .args(["--storage", "5Gi", "--cpu", "4"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let golden = std::fs::read_to_string("tests/it/k8s_golden/demo.yaml").unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), golden);
+}
+
+#[test]
 fn k8s_writes_five_objects_and_refuses_an_invalid_experiment() {
-    use k8s_openapi::api::batch::v1::Job;
-    use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service};
+    use capcard::k8s::api::{ConfigMap, Job, PersistentVolumeClaim, Service};
     use serde::Deserialize;
 
     // The quickstart against a served engine: a `sim` target would be one

@@ -379,7 +379,7 @@ async fn replay_on_sim(trace: Trace) -> String {
     .await
     .unwrap();
     assert_eq!(journal.requests.len(), trace.rows.len());
-    let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
+    let metrics = crate::support::web::get(format!("http://{}/metrics", server.addr))
         .await
         .unwrap()
         .text()

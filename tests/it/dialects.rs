@@ -513,3 +513,92 @@ workload "w" {{
     assert_eq!(tgi_like.calls(), 2);
     assert_eq!(strict.calls(), 1);
 }
+
+#[test]
+fn check_probe_passes_over_a_virtual_sim_target() {
+    let server = Served::new(SimDialect::vllm());
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("twin.kdl");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+experiment "twin" {{ seed 5 }}
+target "real" {{
+    endpoint "{}"
+    metrics #false
+}}
+target "twin" {{
+    sim tiny {{ virtual #true }}
+}}
+workload "w" {{
+    {SHORT_CHAT}
+}}
+{CLOSED_2S}
+"#,
+            server.url()
+        ),
+    )
+    .unwrap();
+    let output = capcard()
+        .args(["check", "--probe"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A file that pairs a real server with its simulated twin (as
+    // local-vllm.kdl does) probes the server and passes over the twin.
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("target real:"), "{stdout}");
+    assert!(
+        stdout.contains("target twin: not probed (runs in virtual time"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn http2_targets_share_one_multiplexed_connection() {
+    // The simulator also speaks HTTP/2 with prior knowledge (h2c), as
+    // `http2 #true` sends it on a plain `http://` endpoint.
+    let server = Served::new(SimDialect::vllm());
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("h2.kdl");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+experiment "h2" {{ seed 5 }}
+target "h2" {{
+    endpoint "{}"
+    http2 #true
+    metrics #false
+}}
+workload "w" {{
+    {SHORT_CHAT}
+}}
+closed {{
+    concurrency 4
+    duration "1s"
+    warmup "0s"
+}}
+"#,
+            server.url()
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let output = run(&file, &out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let journal = capcard::exec::read_journal(&out.join("runs/h2--w--c0004.jsonl")).unwrap();
+    assert!(journal.requests.len() > 8, "{}", journal.requests.len());
+    assert!(journal.requests.iter().all(|r| r.error.is_none()));
+    assert!(
+        journal.requests.iter().all(|r| r.output_tokens == 8),
+        "every call read to its end"
+    );
+}

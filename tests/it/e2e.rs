@@ -403,7 +403,7 @@ fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
     std::fs::write(&file, REPEATED).unwrap();
     let out = tmp.path().join("results");
     let output = capcard()
-        .args(["run", "--quiet", "--out"])
+        .args(["run", "--quiet", "--virtual", "--out"])
         .arg(&out)
         .arg(&file)
         .output()
@@ -525,7 +525,7 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
     std::fs::write(&file, FRONTIER).unwrap();
     let out = tmp.path().join("results");
     let output = capcard()
-        .args(["run", "--quiet", "--out"])
+        .args(["run", "--quiet", "--virtual", "--out"])
         .arg(&out)
         .arg(&file)
         .output()
@@ -658,7 +658,7 @@ fn a_mix_is_measured_class_by_class_and_limited_by_the_class_that_fails() {
     std::fs::write(&file, MIX).unwrap();
     let out = tmp.path().join("results");
     let assert = capcard()
-        .args(["run", "--quiet", "--out"])
+        .args(["run", "--quiet", "--virtual", "--out"])
         .arg(&out)
         .arg(&file)
         .assert();

@@ -309,6 +309,7 @@ mod prompt_log {
     }
 }
 
+#[cfg(feature = "tokenizer")]
 fn tokenizer_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer-small.json")
 }

@@ -19,8 +19,9 @@ fn binary() -> PathBuf {
 
 /// One endpoint target (the simulator served once, on loopback), a sweep
 /// whose knee and CrossP are clear of noise on `tiny` (its batch of 32 lies
-/// between 8 and 64), a short
-/// sweep, an open grid (for a timetable) or a search (for a coordinator).
+/// between 8 and 64), and an open grid (for a timetable) or a search (for
+/// a coordinator). The SLO bounds medians: judged on a few calls, so no
+/// run is lengthened for samples and the test stays short.
 fn experiment(base_url: &str, open: &str) -> String {
     format!(
         r#"
@@ -37,9 +38,8 @@ workload "chat" {{
     output-tokens normal mean=48 stddev=8 min=8 max=96
 }}
 slo "interactive" {{
-    ttft p50="400ms" p90="1s"
-    e2e p90="3s"
-    error-rate max="10%"
+    ttft p50="400ms"
+    e2e p50="3s"
 }}
 closed {{
     concurrency 1 8 64
@@ -51,6 +51,7 @@ open {{
     {open}
     duration "3s"
     warmup "300ms"
+    budget "0s"
 }}
 "#
     )
@@ -265,7 +266,7 @@ fn coordinated_shards_search_cr_open_together() {
     let file = tmp.path().join("sharded.kdl");
     std::fs::write(
         &file,
-        experiment(&url, r#"search min=1 max=45 precision="25%""#),
+        experiment(&url, r#"search min=4 max=45 precision="25%""#),
     )
     .unwrap();
     let one = tmp.path().join("one");
@@ -330,7 +331,7 @@ fn shard_flags_are_checked_before_anything_runs() {
         &file,
         experiment(
             "http://127.0.0.1:9/v1",
-            r#"search min=1 max=45 precision="25%""#,
+            r#"search min=4 max=45 precision="25%""#,
         ),
     )
     .unwrap();
@@ -397,7 +398,16 @@ fn a_lost_shard_stops_the_coordinator_with_the_run_incomplete() {
     let listen = free_loopback_addr();
     let merged = tmp.path().join("merged");
     let coordinator = spawn(
-        &["--only", "closed", "--coordinate", "2", "--listen", &listen],
+        &[
+            "--only",
+            "closed",
+            "--coordinate",
+            "2",
+            "--listen",
+            &listen,
+            "--lost-after",
+            "3s",
+        ],
         &file,
         &merged,
     );

@@ -27,7 +27,7 @@ fn sse_payloads(body: &str) -> Vec<String> {
         .collect()
 }
 
-async fn metrics_text(client: &reqwest::Client, server: &SimServer) -> String {
+async fn metrics_text(client: &crate::support::web::Client, server: &SimServer) -> String {
     let url = format!("http://{}/metrics", server.addr);
     client.get(url).send().await.unwrap().text().await.unwrap()
 }
@@ -35,7 +35,7 @@ async fn metrics_text(client: &reqwest::Client, server: &SimServer) -> String {
 #[tokio::test]
 async fn chat_stream_has_role_tokens_usage_and_done() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let resp = client
         .post(format!("{}/chat/completions", server.base_url()))
         .json(&json!({
@@ -93,7 +93,7 @@ async fn chat_stream_has_role_tokens_usage_and_done() {
 #[tokio::test]
 async fn completions_accept_token_ids_and_text() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let ids: Vec<u32> = (100..150).collect();
     let body = client
         .post(format!("{}/completions", server.base_url()))
@@ -150,7 +150,7 @@ async fn completions_accept_token_ids_and_text() {
 #[tokio::test]
 async fn models_and_health() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let models: Value = client
         .get(format!("{}/models", server.base_url()))
         .send()
@@ -178,7 +178,7 @@ async fn adapters_are_served_beside_the_base_model_and_priority_is_accepted() {
     let server = capcard::sim::start(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let models: Value = client
         .get(format!("{}/models", server.base_url()))
         .send()
@@ -216,7 +216,7 @@ async fn adapters_are_served_beside_the_base_model_and_priority_is_accepted() {
 #[tokio::test]
 async fn malformed_requests_get_openai_style_errors() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let url = format!("{}/chat/completions", server.base_url());
     let cases: Vec<(&str, String, u16)> = vec![
         ("not json", "{\"messages\": [".to_string(), 400),
@@ -272,7 +272,7 @@ async fn malformed_requests_get_openai_style_errors() {
 #[tokio::test]
 async fn metrics_move_with_load_and_disconnects_free_the_engine() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let idle = metrics_text(&client, &server).await;
     assert_eq!(sample(&idle, "vllm:num_requests_running"), Some(0.0));
     assert_eq!(sample(&idle, "vllm:num_requests_waiting"), Some(0.0));
@@ -324,7 +324,7 @@ async fn metrics_move_with_load_and_disconnects_free_the_engine() {
 #[tokio::test]
 async fn shared_prefix_repeat_hits_the_prefix_cache() {
     let server = tiny(SimFaults::default()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let prefix = words(256, "system");
     for i in 0..2 {
         let resp = client
@@ -360,7 +360,7 @@ async fn injected_failures_cuts_and_stalls() {
         ..SimFaults::default()
     })
     .await;
-    let resp = reqwest::Client::new()
+    let resp = crate::support::web::Client::new()
         .post(format!("{}/chat/completions", failing.base_url()))
         .json(&chat)
         .send()
@@ -381,7 +381,7 @@ async fn injected_failures_cuts_and_stalls() {
         ..SimFaults::default()
     })
     .await;
-    let resp = reqwest::Client::new()
+    let resp = crate::support::web::Client::new()
         .post(format!("{}/chat/completions", cutting.base_url()))
         .json(&chat)
         .send()
@@ -396,7 +396,7 @@ async fn injected_failures_cuts_and_stalls() {
         ..SimFaults::default()
     })
     .await;
-    let body = reqwest::Client::new()
+    let body = crate::support::web::Client::new()
         .post(format!("{}/chat/completions", stalling.base_url()))
         .json(&chat)
         .send()
@@ -422,7 +422,7 @@ async fn closed_loop_throughput(
     clients: usize,
     window: Duration,
 ) -> (f64, u64, u64) {
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let url = format!("{}/completions", server.base_url());
     let started = std::time::Instant::now();
     let deadline = started + window;
@@ -485,7 +485,7 @@ async fn two_replicas_serve_twice_the_saturated_throughput_of_one() {
         "{x1:.0} vs {x2:.0} tok/s: ×{ratio:.2}"
     );
     // `/metrics` adds the replicas up.
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let text = metrics_text(&client, &two).await;
     assert_eq!(
         sample(&text, "vllm:generation_tokens_total"),
@@ -528,7 +528,7 @@ async fn prefix_affinity_sends_a_shared_prefix_back_to_the_replica_that_cached_i
         let server = capcard::sim::start(config, "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
-        let client = reqwest::Client::new();
+        let client = crate::support::web::Client::new();
         for i in 0..4 {
             let resp = client
                 .post(format!("{}/completions", server.base_url()))

@@ -69,7 +69,7 @@ fn typed_events(body: &str) -> Vec<(String, Value)> {
 }
 
 async fn post(server: &SimServer, path: &str, body: &Value) -> String {
-    let resp = reqwest::Client::new()
+    let resp = crate::support::web::Client::new()
         .post(format!("{}/{path}", server.base_url()))
         .json(body)
         .send()
@@ -328,7 +328,7 @@ async fn the_responses_api_goes_through_the_dialect() {
     let server = start(config, "127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("sim starts");
-    let resp = reqwest::Client::new()
+    let resp = crate::support::web::Client::new()
         .post(format!("{}/responses", server.base_url()))
         .json(&json!({"input": "hi", "ignore_eos": true}))
         .send()
@@ -369,7 +369,7 @@ fn capcard_sim_reasons_and_groups_tokens_as_its_flags_say() {
         .expect("capcard sim starts");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let body = runtime.block_on(async {
-        let client = reqwest::Client::new();
+        let client = crate::support::web::Client::new();
         let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
         let request = json!({"messages": [{"role": "user", "content": "hi"}],
             "max_completion_tokens": 30, "ignore_eos": true, "stream": true,
@@ -447,7 +447,7 @@ async fn over_http(
 ) -> RequestRecord {
     let path = capcard::exec::request::api_path(api);
     let t0 = tokio::time::Instant::now();
-    let mut response = reqwest::Client::new()
+    let mut response = crate::support::web::Client::new()
         .post(format!("{}/{path}", server.base_url()))
         .header("content-type", "application/json")
         .body(body)

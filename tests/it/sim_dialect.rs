@@ -22,7 +22,7 @@ async fn tiny_with(dialect: SimDialect) -> SimServer {
 /// POSTs `body` as written (key order matters to the refusals) to
 /// `/v1/{path}`; the status, the `Retry-After` header and the body.
 async fn post_raw(
-    client: &reqwest::Client,
+    client: &crate::support::web::Client,
     base_url: &str,
     path: &str,
     body: &str,
@@ -45,7 +45,7 @@ async fn post_raw(
 #[tokio::test]
 async fn strict_refuses_unknown_fields_in_openai_words() {
     let server = tiny_with(SimDialect::vllm().strict()).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let url = server.base_url();
     let body = r#"{"model":"sim/tiny","messages":[{"role":"user","content":"hi"}],"ignore_eos":true,"max_tokens":2,"min_tokens":1}"#;
     let (status, _, text) = post_raw(&client, &url, "chat/completions", body).await;
@@ -72,7 +72,7 @@ async fn strict_refuses_unknown_fields_in_openai_words() {
 #[tokio::test]
 async fn refused_stream_options_is_an_axum_serde_422() {
     let server = tiny_with(SimDialect::vllm().refusing("stream_options")).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let body = r#"{"model":"sim/tiny","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#;
     let (status, _, text) = post_raw(&client, &server.base_url(), "chat/completions", body).await;
     assert_eq!(status, 422);
@@ -95,7 +95,7 @@ async fn refused_stream_options_is_an_axum_serde_422() {
 #[tokio::test]
 async fn refused_max_tokens_points_to_max_completion_tokens() {
     let server = tiny_with(SimDialect::vllm().refusing("max_tokens")).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let url = server.base_url();
     let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}"#;
     let (status, _, text) = post_raw(&client, &url, "chat/completions", body).await;
@@ -128,7 +128,7 @@ async fn an_ignored_length_field_runs_to_the_default_length() {
         SimDialect::vllm().ignoring("max_completion_tokens"),
     ] {
         let server = tiny_with(dialect).await;
-        let resp = reqwest::Client::new()
+        let resp = crate::support::web::Client::new()
             .post(format!("{}/chat/completions", server.base_url()))
             .json(&call)
             .send()
@@ -149,7 +149,7 @@ async fn a_burst_past_the_rate_limit_gets_one_429_per_extra_call() {
     let limit_per_min = 3;
     let limit = RateLimit::per_minute(limit_per_min).unwrap();
     let server = tiny_with(SimDialect::vllm().with_rate_limit(limit)).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let body = r#"{"prompt":"hi","max_tokens":1}"#;
     let mut refusals = 0;
     for _ in 0..limit_per_min + 5 {
@@ -195,7 +195,7 @@ async fn a_burst_past_the_rate_limit_gets_one_429_per_extra_call() {
 async fn the_rate_limit_comes_before_the_field_check() {
     let limit = RateLimit::per_minute(2).unwrap();
     let server = tiny_with(SimDialect::vllm().strict().with_rate_limit(limit)).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let body = r#"{"prompt":"hi","ignore_eos":true}"#;
     let mut statuses = Vec::new();
     for _ in 0..3 {
@@ -264,7 +264,7 @@ async fn sim_flags_play_the_dialect() {
         }
     }
     let child = Stop(child);
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let base = format!("http://127.0.0.1:{port}");
     let mut ready = false;
     for _ in 0..1000 {

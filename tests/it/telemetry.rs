@@ -28,14 +28,14 @@ fn max_of(series: &TelemetrySeries, family: &str) -> f64 {
 #[tokio::test]
 async fn scraped_signals_follow_an_overload() {
     let server = tiny().await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("telemetry.jsonl");
     let scraper = Scraper::start(
         format!("http://{}/metrics", server.addr),
         Duration::from_millis(20),
         journal.clone(),
-        client.clone(),
+        client.inner(),
     );
 
     // 48 long streams on a 32-seat engine: 16 must wait.
@@ -97,7 +97,7 @@ async fn scraped_signals_follow_an_overload() {
 #[tokio::test]
 async fn a_repeated_prefix_shows_as_prefix_cache_hits() {
     let server = tiny().await;
-    let client = reqwest::Client::new();
+    let client = crate::support::web::Client::new();
     let metrics = format!("http://{}/metrics", server.addr);
     let scrape = |t_ms: f64| {
         let client = client.clone();
@@ -151,7 +151,7 @@ async fn failed_scrapes_are_journaled_and_scraping_goes_on() {
         format!("http://{addr}/metrics"),
         Duration::from_millis(10),
         journal.clone(),
-        reqwest::Client::new(),
+        capcard::exec::HttpClient::new(Duration::from_secs(2)),
     );
     for _ in 0..500 {
         if read_series(&journal).map(|s| s.scrapes.len()).unwrap_or(0) >= 3 {

@@ -1,6 +1,6 @@
 //! `capcard k8s`: the Kubernetes objects that run one experiment sharded
-//! over N pods, as typed API structs ([`k8s_openapi`]) written as one YAML
-//! stream for `kubectl apply -f`.
+//! over N pods, as typed API structs ([`api`]) written as one YAML stream
+//! for `kubectl apply -f`.
 //!
 //! Five objects, in the order they are applied:
 //! - ConfigMap `<name>-experiment`: the experiment file, verbatim, mounted
@@ -20,19 +20,19 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
-    EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use thiserror::Error;
+
+pub mod api;
+
+use api::{
+    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
+    EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, IntOrString, Job, JobSpec,
+    LabelSelector, ObjectFieldSelector, ObjectMeta, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Quantity, ResourceRequirements,
+    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
 
 use crate::config::{self, ConfigError, Experiment};
 
@@ -216,9 +216,7 @@ pub fn manifests(source: &str, experiment_name: &str, options: &K8sOptions) -> M
                         "storage".to_string(),
                         Quantity(options.storage.clone()),
                     )])),
-                    ..Default::default()
                 }),
-                ..Default::default()
             }),
             ..Default::default()
         },
@@ -232,9 +230,7 @@ pub fn manifests(source: &str, experiment_name: &str, options: &K8sOptions) -> M
                     port: COORDINATOR_PORT,
                     target_port: Some(IntOrString::String(PORT_NAME.to_string())),
                     protocol: Some("TCP".to_string()),
-                    ..Default::default()
                 }]),
-                ..Default::default()
             }),
             ..Default::default()
         },
@@ -394,7 +390,6 @@ fn metadata(name: &str, namespace: &str, instance: &str, component: &str) -> Obj
         name: Some(name.to_string()),
         namespace: Some(namespace.to_string()),
         labels: Some(labels(instance, component)),
-        ..Default::default()
     }
 }
 
@@ -416,7 +411,6 @@ fn coordinator_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions
             name: Some(PORT_NAME.to_string()),
             container_port: COORDINATOR_PORT,
             protocol: Some("TCP".to_string()),
-            ..Default::default()
         }]),
         // The Service sends shards to the pod only once it answers; a short
         // period, as every shard waits for it before the first run.
@@ -424,10 +418,8 @@ fn coordinator_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions
             http_get: Some(HTTPGetAction {
                 path: Some(READINESS_PATH.to_string()),
                 port: IntOrString::String(PORT_NAME.to_string()),
-                ..Default::default()
             }),
             period_seconds: Some(2),
-            ..Default::default()
         }),
         volume_mounts: Some(vec![
             experiment_mount(),
@@ -445,7 +437,6 @@ fn coordinator_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions
             name: "results".to_string(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                 claim_name: names.results.clone(),
-                ..Default::default()
             }),
             ..Default::default()
         },
@@ -485,9 +476,7 @@ fn shards_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions) -> 
             value_from: Some(EnvVarSource {
                 field_ref: Some(ObjectFieldSelector {
                     field_path: INDEX_FIELD_PATH.to_string(),
-                    ..Default::default()
                 }),
-                ..Default::default()
             }),
             ..Default::default()
         }]),
@@ -528,16 +517,12 @@ fn shards_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions) -> 
                     pod_affinity_term: PodAffinityTerm {
                         label_selector: Some(LabelSelector {
                             match_labels: Some(selector_labels(instance, "shard")),
-                            ..Default::default()
                         }),
                         topology_key: "kubernetes.io/hostname".to_string(),
-                        ..Default::default()
                     },
                 },
             ]),
-            ..Default::default()
         }),
-        ..Default::default()
     };
     Job {
         metadata: metadata(&names.shards, ns, instance, "shard"),
@@ -551,7 +536,6 @@ fn shards_job(names: &Names, ns: &str, instance: &str, options: &K8sOptions) -> 
             // run incomplete, rather than a retried pod joining halfway.
             backoff_limit: Some(0),
             template: pod_template(instance, "shard", container, volumes, Some(spread)),
-            ..Default::default()
         }),
         ..Default::default()
     }
@@ -569,9 +553,7 @@ fn container(image: &str, args: Vec<String>) -> Container {
             allow_privilege_escalation: Some(false),
             capabilities: Some(Capabilities {
                 drop: Some(vec!["ALL".to_string()]),
-                ..Default::default()
             }),
-            ..Default::default()
         }),
         ..Default::default()
     }
@@ -600,11 +582,8 @@ fn pod_template(
                 fs_group: Some(FS_GROUP),
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".to_string(),
-                    ..Default::default()
                 }),
-                ..Default::default()
             }),
-            ..Default::default()
         }),
     }
 }
@@ -614,7 +593,6 @@ fn experiment_mount() -> VolumeMount {
         name: "experiment".to_string(),
         mount_path: EXPERIMENT_DIR.to_string(),
         read_only: Some(true),
-        ..Default::default()
     }
 }
 
@@ -623,7 +601,6 @@ fn experiment_volume(names: &Names) -> Volume {
         name: "experiment".to_string(),
         config_map: Some(ConfigMapVolumeSource {
             name: names.experiment.clone(),
-            ..Default::default()
         }),
         ..Default::default()
     }
@@ -637,7 +614,7 @@ mod tests {
 
     use super::*;
 
-    const QUICKSTART: &str = include_str!("../experiments/quickstart.kdl");
+    const QUICKSTART: &str = include_str!("../../experiments/quickstart.kdl");
 
     /// The five objects read back from `yaml`, typed: each document must be
     /// the kind (apiVersion and kind are checked) at its place.
@@ -1022,7 +999,7 @@ mod tests {
             matches!(&sim, K8sError::SimTarget { target } if target == "tiny"),
             "{sim}"
         );
-        let dataset = &served(include_str!("../experiments/dataset.kdl"));
+        let dataset = &served(include_str!("../../experiments/dataset.kdl"));
         let error = for_experiment(dataset, Path::new("experiments/dataset.kdl"), &options)
             .expect_err("its dataset would not be in the pod");
         let K8sError::DataFiles { files } = &error else {
