@@ -30,6 +30,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runner;
+pub mod serve;
 pub mod shard;
 pub mod sim;
 pub mod stats;

@@ -43,8 +43,7 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -189,8 +188,8 @@ pub struct Collected {
 pub struct Coordinator {
     shared: Arc<Shared>,
     pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    server: JoinHandle<()>,
+    /// `None` once finished.
+    server: Option<crate::serve::Background>,
 }
 
 impl Coordinator {
@@ -232,19 +231,12 @@ impl Coordinator {
             .route("/v1/state", get(state))
             .route("/v1/journal", post(journal))
             .with_state(Arc::clone(&shared));
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-        });
+        let server = crate::serve::spawn(listener, app)
+            .map_err(|source| CoordinatorError::Listen { addr, source })?;
         Ok(Coordinator {
             shared,
             addr,
-            stop: Some(stop_tx),
-            server,
+            server: Some(server),
         })
     }
 
@@ -381,10 +373,9 @@ impl Coordinator {
         // Long polls return at once on the notification; a shard between
         // two polls asks again within its retry pause.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        if let Some(server) = self.server.take() {
+            server.stop(Some(Duration::from_secs(5))).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.server).await;
     }
 }
 
