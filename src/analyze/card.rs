@@ -410,8 +410,8 @@ pub fn build_report(
     }
 }
 
-/// A `sim` target's preset with its knobs applied (the preset as shipped
-/// if the knobs cannot serve, which `capcard run` refuses anyway).
+/// A `sim` target's preset with its knobs applied (`None` if they cannot
+/// serve, which `capcard run` refuses before anything is measured).
 fn sim_preset(target: &Target) -> Option<crate::sim::Preset> {
     let TargetKind::Sim {
         preset, serving, ..
@@ -419,8 +419,7 @@ fn sim_preset(target: &Target) -> Option<crate::sim::Preset> {
     else {
         return None;
     };
-    let base = crate::sim::presets::find(preset)?;
-    Some(crate::sim::knobs::apply(base, serving).unwrap_or_else(|_| base.clone()))
+    crate::sim::resolve(preset, serving).ok()
 }
 
 fn target_info(target: &Target, model: Option<String>) -> TargetInfo {

@@ -263,7 +263,8 @@ pub fn calibrate(request: &CalibrateRequest) -> Result<Calibration, CalibrateErr
             ));
         }
     };
-    let base = presets::find(&preset_name).cloned().ok_or_else(|| {
+    // The bare preset: calibration fits the knobs itself.
+    let base = crate::sim::resolve(&preset_name, &Default::default()).map_err(|_| {
         CalibrateError::Usage(
             format!("unknown preset `{preset_name}`"),
             Some(format!("known presets: {}", presets::names().join(", "))),

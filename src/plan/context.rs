@@ -220,8 +220,7 @@ pub fn declared_window(target: &Target) -> Option<ContextWindow> {
         TargetKind::Sim {
             preset, serving, ..
         } => {
-            let base = crate::sim::presets::find(preset)?;
-            let engine = crate::sim::knobs::apply(base, serving).ok()?;
+            let engine = crate::sim::resolve(preset, serving).ok()?;
             let source = match serving.max_context {
                 Some(_) => format!("`max-context` of sim {preset}"),
                 None => format!("sim preset {preset}, model {}", engine.model.served_name),

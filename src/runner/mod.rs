@@ -1601,9 +1601,7 @@ fn virtual_target(
         target: target.name.clone(),
         message,
     };
-    let base =
-        sim::presets::find(preset).ok_or_else(|| sim_error(format!("unknown preset {preset}")))?;
-    let preset = sim::knobs::apply(base, serving).map_err(|e| sim_error(e.to_string()))?;
+    let preset = sim::resolve(preset, serving).map_err(|e| sim_error(e.to_string()))?;
     let base_model = preset.model.served_name.to_string();
     let served: Vec<String> = std::iter::once(base_model.clone())
         .chain(mix_adapters(experiment))

@@ -110,7 +110,7 @@ impl SimConfig {
                 value: "0".into(),
             }));
         }
-        let preset = knobs::apply(&base.preset, serving)?;
+        let preset = resolve(preset, serving)?;
         Ok(SimConfig { preset, ..base }
             .with_replicas(serving.replicas)
             .with_router(serving.router))
@@ -155,6 +155,18 @@ impl SimConfig {
         self.dialect = dialect;
         self
     }
+}
+
+/// The engine a `sim PRESET` target runs: the built-in preset called
+/// `preset` with every knob `serving` sets. The one place a preset and its
+/// knobs become an engine: `capcard run`, virtual time, the context check,
+/// the card and calibration all read it from here.
+pub fn resolve(preset: &str, serving: &SimServing) -> Result<Preset, SimError> {
+    let base = presets::find(preset).ok_or_else(|| SimError::UnknownPreset {
+        name: preset.to_string(),
+        known: presets::names().join(", "),
+    })?;
+    Ok(knobs::apply(base, serving)?)
 }
 
 /// Why the simulator could not start or keep serving.
