@@ -34,6 +34,7 @@ pub mod serve;
 pub mod shard;
 pub mod sim;
 pub mod stats;
+pub mod svg;
 pub mod time;
 pub mod workload;
 

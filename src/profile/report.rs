@@ -16,13 +16,14 @@
 //! byte-identical. [`render`] returns file names and contents; the caller
 //! writes them.
 
-// The axis type is the card charts' own: ticks exactly where we ask.
-use crate::report::chart::{Swatch, TickedAxis, draw_legend};
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::config::DistKind;
 use crate::report::format::{duration_secs, num, pct_of_fraction, plain, rps};
+use crate::svg::{
+    DrawResult, FONT, Swatch, TickedAxis, draw_legend, line_with_points, linear_ticks, log10_axis,
+    palette,
+};
 
 use super::fit::{self, ArrivalFit, KS_CRITICAL_1PCT, LengthFit};
 
@@ -731,59 +732,28 @@ fn arrival_section(md: &mut String, input: &ReportInput, bins: Option<&ArrivalBi
 
 // ------------------------------------------------------------------ charts
 
-type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
-
 const WIDTH: u32 = 1100;
 const HISTOGRAM_HEIGHT: u32 = 560;
 const TITLE_HEIGHT: u32 = 40;
 const PANEL_HEIGHT: u32 = 240;
 /// The strip right of the plot that holds its legend.
 const LEGEND_WIDTH: i32 = 340;
-const FONT: &str = "sans-serif";
 
-const BAR_COLOR: RGBColor = RGBColor(31, 119, 180);
-const FIT_COLOR: RGBColor = RGBColor(214, 39, 40);
-const MEAN_COLOR: RGBColor = RGBColor(44, 160, 44);
-const PEAK_1M_COLOR: RGBColor = RGBColor(255, 127, 14);
-const PEAK_10S_COLOR: RGBColor = RGBColor(148, 103, 189);
+const BAR_COLOR: RGBColor = palette::BLUE;
+const FIT_COLOR: RGBColor = palette::RED;
+const MEAN_COLOR: RGBColor = palette::GREEN;
+const PEAK_1M_COLOR: RGBColor = palette::ORANGE;
+const PEAK_10S_COLOR: RGBColor = palette::PURPLE;
 
 fn svg_or_fallback(drawn: DrawResult<String>) -> String {
-    // Drawing into a String cannot fail on I/O; if plotters still reports
-    // an error, the link in the page must not dangle.
-    drawn.unwrap_or_else(|err| {
-        let escaped = err
-            .to_string()
-            .replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;");
-        format!(
-            "<svg width=\"{WIDTH}\" height=\"80\" viewBox=\"0 0 {WIDTH} 80\" xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"10\" y=\"40\" font-family=\"{FONT}\" font-size=\"14\">chart could not be drawn: {escaped}</text>\n</svg>\n"
-        )
-    })
-}
-
-/// Round ticks (steps of 1, 2 or 5 × 10^k) over `[lo, hi]`, about `target` of them.
-fn linear_ticks(lo: f64, hi: f64, target: f64) -> Vec<f64> {
-    if !lo.is_finite() || !hi.is_finite() || hi <= lo {
-        return vec![lo];
-    }
-    let raw = (hi - lo) / target;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * magnitude)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * magnitude);
-    let first = (lo / step).ceil() as i64;
-    let last = (hi / step).floor() as i64;
-    (first..=last).map(|k| k as f64 * step).collect()
+    crate::svg::or_fallback(WIDTH, drawn)
 }
 
 /// A log10 axis over `[lo, hi]` (positive) with ticks at 1-2-5 of each
 /// decade, or denser round values when the range is under a decade.
 fn log_axis(lo: f64, hi: f64) -> TickedAxis {
     let pad = 0.02 * (hi.log10() - lo.log10()).max(0.1);
-    crate::report::chart::log10_axis(lo.log10() - pad, hi.log10() + pad)
+    log10_axis(lo.log10() - pad, hi.log10() + pad)
 }
 
 /// Where a profile chart's legend starts (higher than a card's: no panel
@@ -926,28 +896,6 @@ fn histogram_svg(series: &LengthSeries, h: &Histogram) -> DrawResult<String> {
         root.present()?;
     }
     Ok(svg)
-}
-
-/// Draws a series as a line with points.
-fn line_with_points<DB>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<TickedAxis, RangedCoordf64>>,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
-) -> DrawResult<()>
-where
-    DB: DrawingBackend,
-    DB::ErrorType: 'static,
-{
-    if points.is_empty() {
-        return Ok(());
-    }
-    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
-    chart.draw_series(
-        points
-            .into_iter()
-            .map(|p| Circle::new(p, 3, color.filled())),
-    )?;
-    Ok(())
 }
 
 fn arrivals_svg(bins: &ArrivalBins, fit: Option<&ArrivalFit>) -> DrawResult<String> {

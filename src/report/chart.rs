@@ -31,9 +31,7 @@
 //! latency and are left out; the card's tables give their verdicts. A card
 //! whose SLOs bound no latency keeps TTFT and E2E p50/p99.
 
-use std::ops::Range;
-
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -41,6 +39,9 @@ use crate::analyze::frontier::Frontier;
 use crate::analyze::slo::clause_label;
 use crate::analyze::{Card, LatencyStats, RunSummary, Verdict};
 use crate::config::{LatencyMetric, SloClause, Stat};
+use crate::svg::{
+    DrawResult, FONT, Swatch, TickedAxis, draw_legend, line_with_points, log10_axis, palette,
+};
 
 use super::describe::{clause_words, metric_label, stat_label};
 use super::format::{duration_secs, num, plain, rps};
@@ -107,64 +108,55 @@ pub fn charts(card: &Card) -> Vec<Chart> {
         .collect()
 }
 
-type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
-
 const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 760;
 /// The strip right of the panels that holds their legends.
 const LEGEND_WIDTH: i32 = 300;
-const FONT: &str = "sans-serif";
 
-const THROUGHPUT_COLOR: RGBColor = RGBColor(31, 119, 180);
-const P50_COLOR: RGBColor = RGBColor(44, 160, 44);
-const P99_COLOR: RGBColor = RGBColor(214, 39, 40);
+const THROUGHPUT_COLOR: RGBColor = palette::BLUE;
+const P50_COLOR: RGBColor = palette::GREEN;
+const P99_COLOR: RGBColor = palette::RED;
 const CROSSP_FILL: RGBColor = RGBColor(255, 200, 120);
 const KNEE_FILL: RGBColor = RGBColor(150, 210, 150);
 /// Per SLO, in declaration order: bounds dashed, Cr_open solid.
 const SLO_COLORS: [RGBColor; 4] = [
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(23, 190, 207),
-    RGBColor(188, 189, 34),
+    palette::PURPLE,
+    palette::BROWN,
+    palette::CYAN,
+    palette::OLIVE,
 ];
 
 /// Per statistic of an open-loop panel, in the order the SLOs name them:
 /// apart from the SLO colours (bounds) and from the failure red.
 const STAT_COLORS: [RGBColor; 5] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
+    palette::BLUE,
+    palette::ORANGE,
+    palette::GREEN,
+    palette::PINK,
+    palette::GREY,
 ];
 
 /// A run that failed a clause, on the open chart.
-const FAIL_COLOR: RGBColor = RGBColor(214, 39, 40);
+const FAIL_COLOR: RGBColor = palette::RED;
 
 /// Per frontier curve, in results order (a curve and its declared bound
 /// share one).
 const FRONTIER_COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(140, 86, 75),
-    RGBColor(23, 190, 207),
-    RGBColor(127, 127, 127),
+    palette::BLUE,
+    palette::RED,
+    palette::GREEN,
+    palette::PURPLE,
+    palette::ORANGE,
+    palette::BROWN,
+    palette::CYAN,
+    palette::GREY,
 ];
 
 /// The multiplied bounds `frontier` asked for.
 const ASKED_COLOR: RGBColor = RGBColor(120, 120, 120);
 
 fn fallback_svg(message: &str) -> String {
-    let escaped = message
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
-    format!(
-        "<svg width=\"{WIDTH}\" height=\"80\" viewBox=\"0 0 {WIDTH} 80\" xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"10\" y=\"40\" font-family=\"{FONT}\" font-size=\"14\">chart could not be drawn: {escaped}</text>\n</svg>\n"
-    )
+    crate::svg::fallback(WIDTH, message)
 }
 
 /// A latency statistic that was measured (no samples → `None`, never 0).
@@ -387,37 +379,6 @@ fn rates_words(what: &str, rates: &[f64]) -> String {
     }
 }
 
-/// A linear f64 axis with ticks exactly where we ask (sweep levels, 1-2-5
-/// decades). plotters' own `with_key_points` wrapper drops the value
-/// formatter of `f64` ranges, so label formatting would not compile.
-#[derive(Debug, Clone)]
-pub(crate) struct TickedAxis {
-    pub(crate) lo: f64,
-    pub(crate) hi: f64,
-    pub(crate) ticks: Vec<f64>,
-}
-
-impl Ranged for TickedAxis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        if self.hi == self.lo {
-            return (limit.0 + limit.1) / 2;
-        }
-        let fraction = (value - self.lo) / (self.hi - self.lo);
-        limit.0 + (f64::from(limit.1 - limit.0) * fraction).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.ticks.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.lo..self.hi
-    }
-}
-
 /// Log10 axis over milliseconds with ticks at 1-2-5 of each decade.
 fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -431,165 +392,13 @@ fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
     log10_axis(lo.log10() - 0.1, hi.log10() + 0.1)
 }
 
-/// An axis over `[lo_log, hi_log]` (log10 units) with ticks at 1-2-5 of
-/// each decade, or denser round values when the range is under a decade.
-pub(crate) fn log10_axis(lo_log: f64, hi_log: f64) -> TickedAxis {
-    let ticks_with = |mantissas: &[f64]| -> Vec<f64> {
-        let mut ticks = Vec::new();
-        for decade in (lo_log.floor() as i32)..=(hi_log.ceil() as i32) {
-            for mantissa in mantissas {
-                let t = (mantissa * 10f64.powi(decade)).log10();
-                if t >= lo_log && t <= hi_log {
-                    ticks.push(t);
-                }
-            }
-        }
-        ticks
-    };
-    let mut ticks = ticks_with(&[1.0, 2.0, 5.0]);
-    if ticks.len() < 3 {
-        // A narrow range (less than a decade): denser round values.
-        ticks = ticks_with(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
-    }
-    if ticks.len() < 2 {
-        ticks = vec![lo_log, hi_log];
-    }
-    TickedAxis {
-        lo: lo_log,
-        hi: hi_log,
-        ticks,
-    }
-}
-
 /// Tick labels sit on round 1-2-5 values: written like SLO bounds ("500 ms", "2 s").
 fn ms_tick_label(log_ms: &f64) -> String {
     duration_secs(10f64.powf(*log_ms) / 1000.0)
 }
 
-/// How an entry is drawn in a legend.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Swatch {
-    /// A histogram bar.
-    Bar(RGBColor),
-    /// A line with a dot: a series drawn with its points.
-    LineWithDot(RGBColor),
-    /// A line of text under the entry above it.
-    Text,
-    Line(RGBColor),
-    Dashed(RGBColor),
-    VerticalLine(RGBColor),
-    /// A vertical dashed line: a bound on the x axis.
-    VerticalDashed(RGBColor),
-    Band(RGBColor),
-    /// A hollow point: an inconclusive run.
-    Hollow(RGBColor),
-    /// A large filled disc: a run that failed a clause.
-    Failed(RGBColor),
-    /// A large ring: a run inconclusive on a clause.
-    Unsure(RGBColor),
-}
-
 /// Where a card chart's legend starts, below its title.
 const LEGEND_TOP: i32 = 52;
-
-/// Legends sit in a strip right of the panels, so they never cover data;
-/// the first entry is `top` pixels down.
-pub(crate) fn draw_legend<DB>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    entries: &[(Swatch, String)],
-    top: i32,
-) -> DrawResult<()>
-where
-    DB: DrawingBackend,
-    DB::ErrorType: 'static,
-{
-    const ROW: i32 = 22;
-    for (i, (swatch, label)) in entries.iter().enumerate() {
-        let y = top + ROW * i as i32;
-        let (x0, x1) = (8, 34);
-        match *swatch {
-            Swatch::Bar(c) => area.draw(&Rectangle::new(
-                [(x0, y - 6), (x1, y + 6)],
-                c.mix(0.55).filled(),
-            ))?,
-            Swatch::LineWithDot(c) => {
-                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?;
-                area.draw(&Circle::new(((x0 + x1) / 2, y), 3, c.filled()))?;
-            }
-            Swatch::Text => {}
-            Swatch::Line(c) => {
-                area.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(2)))?
-            }
-            Swatch::Dashed(c) => {
-                area.draw(&PathElement::new(
-                    vec![(x0, y), (x0 + 10, y)],
-                    c.stroke_width(2),
-                ))?;
-                area.draw(&PathElement::new(
-                    vec![(x0 + 16, y), (x1, y)],
-                    c.stroke_width(2),
-                ))?;
-            }
-            Swatch::VerticalLine(c) => area.draw(&PathElement::new(
-                vec![(x0 + 13, y - 7), (x0 + 13, y + 7)],
-                c.stroke_width(2),
-            ))?,
-            Swatch::VerticalDashed(c) => {
-                area.draw(&PathElement::new(
-                    vec![(x0 + 13, y - 8), (x0 + 13, y - 2)],
-                    c.stroke_width(2),
-                ))?;
-                area.draw(&PathElement::new(
-                    vec![(x0 + 13, y + 2), (x0 + 13, y + 8)],
-                    c.stroke_width(2),
-                ))?;
-            }
-            Swatch::Band(c) => area.draw(&Rectangle::new(
-                [(x0, y - 6), (x1, y + 6)],
-                c.mix(0.45).filled(),
-            ))?,
-            Swatch::Hollow(c) => {
-                area.draw(&Circle::new((x0 + 13, y), 4, WHITE.filled()))?;
-                area.draw(&Circle::new((x0 + 13, y), 4, c.stroke_width(2)))?;
-            }
-            Swatch::Failed(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.filled()))?,
-            Swatch::Unsure(c) => area.draw(&Circle::new((x0 + 13, y), 7, c.stroke_width(2)))?,
-        }
-        area.draw(&Text::new(
-            label.clone(),
-            (x1 + 8, y),
-            (FONT, 14)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Left, VPos::Center)),
-        ))?;
-    }
-    Ok(())
-}
-
-/// Draws a series as a line with points.
-fn line_with_points<DB, X, Y>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
-) -> DrawResult<()>
-where
-    DB: DrawingBackend,
-    DB::ErrorType: 'static,
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    if points.is_empty() {
-        return Ok(());
-    }
-    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
-    chart.draw_series(
-        points
-            .into_iter()
-            .map(|p| Circle::new(p, 3, color.filled())),
-    )?;
-    Ok(())
-}
 
 /// Splits the titled root into two stacked panels and their legend strips.
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
