@@ -1,0 +1,527 @@
+//! Driving one card's runs: the closed sweep, then the open grid or the
+//! Cr_open search and its frontier, each run executed (in process, in
+//! virtual time, or by the shards), extended within the budget when
+//! inconclusive, and summarised, with the folder rewritten after each.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::analyze::{self, RunSummary};
+use crate::config::{self, Experiment, StopRule};
+use crate::exec::{self, RunOptions, record::Journal};
+use crate::folder::{self, ResultsFolder};
+use crate::plan::{self, Load, OpenPlan, Plan, RunPlan};
+use crate::report::Templates;
+
+/// How often the server's `/metrics` is scraped during a run.
+pub(super) const SCRAPE_INTERVAL: Duration = Duration::from_secs(1);
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn drive(
+    experiment: &Experiment,
+    full_plan: &Plan,
+    selected: &Plan,
+    folder: &ResultsFolder,
+    live: &BTreeMap<String, LiveTarget>,
+    invocation: Invocation<'_>,
+    request: &RunRequest,
+    cancel: &CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let templates = Templates::builtin();
+    let options = RunOptions {
+        show_progress: request.show_progress,
+        cancel: cancel.clone(),
+        prefix_cache_reset: None,
+        telemetry_off: None,
+        // Summaries stream the journals from disk: memory stays flat.
+        discard_records: true,
+        context_window: None,
+        shard: None,
+        dialect: None,
+    };
+    for card in &selected.cards {
+        let Some(target) = live.get(&card.target) else {
+            continue;
+        };
+        let mut classes = Vec::new();
+        let Some(workload) = card_sends(experiment, card, &mut classes) else {
+            continue;
+        };
+        let _ = writeln!(log, "card {} × {}", card.target, card.workload);
+        warn_context_overflow(experiment, card, target, log);
+        let mut closed: Vec<RunSummary> = Vec::new();
+        for run in &card.closed {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let journal = execute(folder, target, workload, run, invocation, &options, log).await?;
+            closed.push(summarize(folder, run, &journal, experiment)?);
+            refresh(folder, experiment, full_plan, &templates)?;
+        }
+
+        match &card.open {
+            OpenPlan::None => {}
+            OpenPlan::Grid { runs } => {
+                // Runs at low rates are longer (sized for samples): the
+                // budget is counted from the longest.
+                let mut budget = Budget::of(experiment, &card.open);
+                let wanted: Vec<String> = card.slos.clone();
+                for run in runs {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    let journal =
+                        execute(folder, target, workload, run, invocation, &options, log).await?;
+                    let summary = summarize(folder, run, &journal, experiment)?;
+                    refresh(folder, experiment, full_plan, &templates)?;
+                    if analyze::search::needs_extension(&summary, &wanted) {
+                        let ext = (folder, target, workload, invocation, &options);
+                        extend(ext, run, &summary, &mut budget, experiment, cancel, log).await?;
+                        refresh(folder, experiment, full_plan, &templates)?;
+                    }
+                }
+            }
+            OpenPlan::Search {
+                min,
+                max,
+                precision,
+                template,
+                ..
+            } => {
+                // The search starts from the closed sweep of this card when
+                // there is one (Little's law at the knee), else from the
+                // geometric middle of [min, max].
+                let knee = experiment
+                    .closed
+                    .as_ref()
+                    .and_then(|spec| analyze::knee::cr_closed(&closed, &spec.knee));
+                let start = analyze::search::start_estimate(&closed, knee.as_ref());
+                let slo_names: Vec<String> = card.slos.clone();
+                let mut search =
+                    analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
+                // From the search's longest run: the one at `min`, which
+                // is lengthened most for samples.
+                let mut budget = Budget::of(experiment, &card.open);
+                let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
+                // The card's open runs so far, for the frontier phase.
+                let mut open: Vec<RunSummary> = Vec::new();
+                while let Some(rate) = search.next_rate() {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
+                    let wanted = search.unresolved();
+                    // `repeat N`: every repetition of the rate, then one
+                    // verdict per SLO for the rate (a pass only if all pass).
+                    let mut verdicts: Vec<BTreeMap<String, analyze::Verdict>> = Vec::new();
+                    for r in 1..=repeat {
+                        let run = first.repetition_of(r);
+                        let journal =
+                            execute(folder, target, workload, &run, invocation, &options, log)
+                                .await?;
+                        let mut summary = summarize(folder, &run, &journal, experiment)?;
+                        if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
+                            return Ok(());
+                        }
+                        // Inconclusive for an SLO the search still needs:
+                        // extend the rate (once, within the budget) rather
+                        // than guess.
+                        if analyze::search::needs_extension(&summary, &wanted) {
+                            let ext = (folder, target, workload, invocation, &options);
+                            if let Some(longer) =
+                                extend(ext, &run, &summary, &mut budget, experiment, cancel, log)
+                                    .await?
+                            {
+                                summary = longer;
+                            }
+                            if cancel.is_cancelled() {
+                                refresh(folder, experiment, full_plan, &templates)?;
+                                return Ok(());
+                            }
+                        }
+                        verdicts.push(analyze::search::verdicts_of(&summary));
+                        open.push(summary);
+                        refresh(folder, experiment, full_plan, &templates)?;
+                    }
+                    search.record(rate, &analyze::search::combine_repetitions(&verdicts));
+                }
+
+                // `frontier` in `open`: extra rates where the frontier
+                // crosses each multiplied bound. They are ordinary open runs
+                // (journals like the search's, found again by --resume, as
+                // the rates follow from the runs alone), repeated like the
+                // search's and never extended: the frontier reads each
+                // clause's observed value, which an inconclusive run still
+                // gives (the card marks it), and the phase stays within the
+                // bound `capcard plan` counts.
+                let multipliers = experiment.open.as_ref().map_or(&[][..], |o| &o.frontier);
+                let slos: Vec<config::Slo> = experiment
+                    .slos
+                    .iter()
+                    .filter(|s| card.slos.contains(&s.name))
+                    .cloned()
+                    .collect();
+                let mut phase = analyze::frontier::FrontierPhase::new(
+                    &slos,
+                    multipliers,
+                    min.0,
+                    max.0,
+                    precision.0,
+                );
+                while let Some((rate, wanted)) =
+                    phase.next_rate(&analyze::card::combined_per_rate(&open))
+                {
+                    if cancel.is_cancelled() {
+                        return Ok(());
+                    }
+                    let _ = writeln!(
+                        log,
+                        "  frontier of {}, {} at {}× (≤ {}): {} rps",
+                        wanted.slo,
+                        wanted.label,
+                        analyze::search::fmt_rate(wanted.multiplier),
+                        analyze::slo::format_ms(wanted.bound_ms),
+                        analyze::search::fmt_rate(rate)
+                    );
+                    let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
+                    for r in 1..=repeat {
+                        let run = first.repetition_of(r);
+                        let journal =
+                            execute(folder, target, workload, &run, invocation, &options, log)
+                                .await?;
+                        let summary = summarize(folder, &run, &journal, experiment)?;
+                        if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
+                            return Ok(());
+                        }
+                        refresh(folder, experiment, full_plan, &templates)?;
+                        open.push(summary);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run one plan entry, or reuse its journal when resuming and it finished.
+pub(super) async fn execute(
+    folder: &ResultsFolder,
+    target: &LiveTarget,
+    workload: Sends<'_>,
+    run: &RunPlan,
+    invocation: Invocation<'_>,
+    options: &RunOptions,
+    log: &mut (dyn Write + Send),
+) -> Result<Journal, RunError> {
+    let resuming = invocation.resuming;
+    let path = folder.journal(&run.id);
+    if resuming && path.is_file() {
+        if let Ok((journal, _)) = exec::read_journal_ends(&path) {
+            if folder::journal_finished(&journal)
+                && journal.header.as_ref().is_some_and(|h| h.run == *run)
+            {
+                let _ = writeln!(log, "  {}: kept from the interrupted run", run.id);
+                return Ok(journal);
+            }
+        }
+    }
+    let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
+    if let Some(coordinator) = invocation.coordinator {
+        return shards::execute_sharded(coordinator, folder, target, run, options, log).await;
+    }
+    // The scraper's clock starts a moment before the run's own t0; at a 1 s
+    // scrape interval the offset (well under a millisecond) does not matter.
+    // A shard's run starts at its agreed instant: the scraper counts from it.
+    let t0 = options
+        .shard
+        .as_ref()
+        .map(|s| exec::runner::instant_of(s.start_at));
+    let scraper = start_scraper(folder, target, &run.id, t0);
+    let inputs = run_inputs(
+        &target.endpoint,
+        (target.token_ids, target.words.clone()),
+        target.tokenizer.clone(),
+        workload,
+        run,
+        invocation.content_nonce,
+    );
+    let mut options = options.clone();
+    options.telemetry_off.clone_from(&target.telemetry_off);
+    options.context_window.clone_from(&target.context_window);
+    options.dialect.clone_from(&target.dialect);
+    if let Some(reset) = target.cache_reset {
+        options.prefix_cache_reset = exec::client::post_admin(
+            &target.endpoint.base_url,
+            reset,
+            target.endpoint.api_key.as_deref(),
+        )
+        .await
+        .then(|| format!("POST /{reset}"));
+    }
+    let result = match &target.virtual_target {
+        Some(virtual_target) => {
+            // A re-run (longer, or resumed) replaces the run's telemetry.
+            let telemetry = folder.telemetry(&run.id);
+            exec::virtual_time::execute_virtual(
+                virtual_target,
+                run,
+                inputs,
+                (&path, Some(&telemetry)),
+                &options,
+            )
+            .await
+        }
+        None => exec::execute_run_with(&target.endpoint, run, inputs, &path, &options).await,
+    };
+    if let Some(scraper) = scraper {
+        scraper.stop().await;
+    }
+    result.map_err(|e| RunError::Exec {
+        run_id: run.id.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Scrape the target's telemetry into the run's file from `t0` (default:
+/// now), if it has a metrics URL.
+pub(super) fn start_scraper(
+    folder: &ResultsFolder,
+    target: &LiveTarget,
+    run_id: &str,
+    t0: Option<tokio::time::Instant>,
+) -> Option<exec::telemetry::Scraper> {
+    let url = target.metrics_url.as_ref()?;
+    let path = folder.telemetry(run_id);
+    let dir = path.parent()?;
+    std::fs::create_dir_all(dir).ok()?;
+    // A re-run (longer, or resumed) replaces the run's journal, so its
+    // telemetry starts afresh too: the scraper appends.
+    let _ = std::fs::remove_file(&path);
+    Some(exec::telemetry::Scraper::start_at(
+        url.clone(),
+        SCRAPE_INTERVAL,
+        path,
+        target.scrape_client.clone(),
+        t0.unwrap_or_else(tokio::time::Instant::now).into_std(),
+    ))
+}
+
+/// The summary of a finished run, streamed from its journal on disk (the
+/// `journal` in hand holds only its header and footer).
+pub(super) fn summarize(
+    folder: &ResultsFolder,
+    run: &RunPlan,
+    journal: &Journal,
+    experiment: &Experiment,
+) -> Result<RunSummary, RunError> {
+    let path = folder.journal(&run.id);
+    let last = if journal.footer.is_some() {
+        0.0
+    } else {
+        exec::read_journal_ends(&path).map_or(0.0, |(_, last)| last)
+    };
+    Ok(folder::summarize_run_file(
+        folder,
+        &path,
+        (journal, last),
+        experiment,
+    )?)
+}
+
+pub(super) fn refresh(
+    folder: &ResultsFolder,
+    experiment: &Experiment,
+    plan: &Plan,
+    templates: &Templates,
+) -> Result<(), RunError> {
+    let report_model = folder::recompute(folder, experiment, plan, Some("running"))?;
+    folder::write_outputs(folder, &report_model, templates)?;
+    Ok(())
+}
+
+pub(super) fn describe_run(run: &RunPlan) -> String {
+    let load = match run.load {
+        Load::Concurrency { concurrency } => format!("closed loop, concurrency {concurrency}"),
+        Load::Rate { rate, arrival } => format!("open loop, {} rps {}", rate.0, arrival.label()),
+    };
+    let stop = match run.stop {
+        StopRule::Duration(d) => plan::human_duration(d.as_secs_f64()),
+        StopRule::Requests(n) => format!("{n} requests"),
+        StopRule::TraceEnd => "until the trace ends".to_string(),
+    };
+    format!(
+        "{load}, warmup {} + {stop}",
+        plan::human_duration(run.warmup.as_secs_f64())
+    )
+}
+
+/// The measured time one card's open runs may add by extending
+/// inconclusive rates, as much as is left of it. The rule is the plan's
+/// ([`plan::extension_budget`]), which also bounds the wall time
+/// extensions can add in `capcard plan`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Budget {
+    pub(super) left: Duration,
+}
+
+impl Budget {
+    fn of(experiment: &Experiment, open: &OpenPlan) -> Budget {
+        Budget {
+            left: plan::extension_budget(experiment, open),
+        }
+    }
+}
+
+/// Mixed into an extension's seed (see [`lengthen`]).
+pub(super) const EXTENSION_STREAM: u64 = 0x4558_5445_4E44; // "EXTEND"
+
+/// The extension of `run`: the same rate, measured
+/// [`plan::EXTENSION_FACTOR`] times as long (fewer if the budget has less
+/// left, but at least twice as long, else not at all:
+/// [`plan::extension_factor`]), under a run id of its own
+/// (`<id>--ext`), so its journal sits beside the run's and never replaces
+/// it. A trace replay has no longer version.
+pub(super) fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
+    if matches!(run.stop, StopRule::TraceEnd) {
+        return None;
+    }
+    let factor = plan::extension_factor(budget.left, plan::planned_measured_time(run))?;
+    let mut longer = run.clone();
+    longer.id = format!("{}--ext", run.id);
+    // Its own request stream, like a repetition's: with the run's seed it
+    // would re-send the run's prompts first, and a server's prefix cache
+    // (vLLM's is on by default) would serve them, flattering its TTFT.
+    longer.seed = crate::workload::mix(run.seed, EXTENSION_STREAM);
+    longer.stop = match run.stop {
+        StopRule::Duration(d) => StopRule::Duration(d.mul_f64(factor)),
+        StopRule::Requests(n) => StopRule::Requests((n as f64 * factor).ceil() as u64),
+        StopRule::TraceEnd => return None,
+    };
+    Some(longer)
+}
+
+pub(super) type ExtensionContext<'a> = (
+    &'a ResultsFolder,
+    &'a LiveTarget,
+    Sends<'a>,
+    Invocation<'a>,
+    &'a RunOptions,
+);
+
+/// Extend an inconclusive run within the budget; the longer run's summary,
+/// or `None` when the budget has no room (the run stays inconclusive, and
+/// the card says so). An extension cut short (Ctrl-C) leaves the run's own
+/// journal as the measurement of its rate.
+pub(super) async fn extend(
+    (folder, target, workload, invocation, options): ExtensionContext<'_>,
+    run: &RunPlan,
+    summary: &RunSummary,
+    budget: &mut Budget,
+    experiment: &Experiment,
+    cancel: &CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<Option<RunSummary>, RunError> {
+    if cancel.is_cancelled() {
+        return Ok(None);
+    }
+    // Resuming: a finished extension is kept as it is, whatever length this
+    // invocation's budget would give it now.
+    let ext_id = format!("{}--ext", run.id);
+    if invocation.resuming {
+        if let Ok((journal, _)) = exec::read_journal_ends(&folder.journal(&ext_id)) {
+            let same_run = journal.header.as_ref().is_some_and(|h| {
+                h.run.id == ext_id && h.run.load == run.load && h.run.seed == run.seed
+            });
+            if same_run && folder::journal_finished(&journal) {
+                let kept = journal.header.as_ref().map(|h| h.run.clone());
+                if let Some(kept) = kept {
+                    let _ = writeln!(log, "  {ext_id}: kept from the interrupted run");
+                    budget.left = budget
+                        .left
+                        .saturating_sub(plan::planned_measured_time(&kept) + kept.warmup);
+                    return Ok(Some(summarize(folder, &kept, &journal, experiment)?));
+                }
+            }
+        }
+    }
+    let Some(longer) = lengthen(run, budget) else {
+        let _ = writeln!(
+            log,
+            "  {}: inconclusive, and the extension budget has no room for a longer run",
+            run.id
+        );
+        return Ok(None);
+    };
+    let undecided: Vec<&str> = summary
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict == analyze::Verdict::Inconclusive)
+        .map(|v| v.slo.as_str())
+        .collect();
+    let _ = writeln!(
+        log,
+        "  {}: inconclusive for {}: extending ({} left in the budget)",
+        run.id,
+        undecided.join(", "),
+        plan::human_duration(budget.left.as_secs_f64())
+    );
+    budget.left = budget
+        .left
+        .saturating_sub(plan::planned_measured_time(&longer) + longer.warmup);
+    let journal = execute(folder, target, workload, &longer, invocation, options, log).await?;
+    if !folder::journal_finished(&journal) {
+        return Ok(None);
+    }
+    Ok(Some(summarize(folder, &longer, &journal, experiment)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extension_is_its_own_run_within_the_budget() {
+        let run = RunPlan {
+            id: "t--w--r1".into(),
+            target: "t".into(),
+            workload: "w".into(),
+            mode: Mode::Open,
+            load: Load::Rate {
+                rate: config::RatePerS(1.0),
+                arrival: config::Arrival::Poisson,
+            },
+            warmup: Duration::from_secs(1),
+            stop: StopRule::Duration(Duration::from_secs(10)),
+            seed: 1,
+            repetition: 1,
+            mix: None,
+        };
+        let budget = |s: u64| Budget {
+            left: Duration::from_secs(s),
+        };
+        let longer = lengthen(&run, &budget(100)).expect("room for 4×");
+        assert_eq!(longer.id, "t--w--r1--ext");
+        assert_eq!(longer.stop, StopRule::Duration(Duration::from_secs(40)));
+        // Its own prompts: the run's are in the server's prefix cache.
+        assert_ne!(longer.seed, run.seed);
+        // Only room for 3×, then for less than 2×: none.
+        assert_eq!(
+            lengthen(&run, &budget(35)).map(|r| r.stop),
+            Some(StopRule::Duration(Duration::from_secs(30)))
+        );
+        assert_eq!(lengthen(&run, &budget(19)), None);
+        let counted = RunPlan {
+            stop: StopRule::Requests(50),
+            ..run.clone()
+        };
+        assert_eq!(
+            lengthen(&counted, &budget(1000)).map(|r| r.stop),
+            Some(StopRule::Requests(200))
+        );
+    }
+}
