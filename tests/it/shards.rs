@@ -225,7 +225,7 @@ fn coordinated_shards_search_cr_open_together() {
     let (_server, url) = serve_tiny();
     let (tmp, file) = experiment_file(
         "sharded.kdl",
-        &experiment(&url, r#"search min=12 max=45 precision="25%""#),
+        &experiment(&url, r#"search min=4 max=45 precision="25%""#),
     );
     let one = tmp.path().join("one");
     run_ok(&file, &one, &["--nonce", "9"]);
