@@ -1,5 +1,11 @@
-//! Command-line arguments (clap derive). Only shapes and validates argument
-//! syntax; meaning lives in the library.
+//! Command-line arguments (clap derive), and what each command does with
+//! them ([`commands`]: one function a command, a typed request in, an
+//! [`Exit`] out). The arguments are only shaped and checked for syntax here;
+//! meaning lives in the library.
+
+pub mod commands;
+
+pub use commands::{Exit, execute};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

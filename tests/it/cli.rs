@@ -1,11 +1,7 @@
 //! The CLI as a user meets it: exit codes and what is printed.
 
-use assert_cmd::Command;
+use crate::support::{binary, capcard};
 use predicates::prelude::*;
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 #[test]
 fn check_accepts_every_example_experiment() {
@@ -196,7 +192,7 @@ fn sim_serves_until_stopped() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+    let mut child = std::process::Command::new(binary())
         .args(["sim", "--preset", "tiny", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .stdout(std::process::Stdio::null())
@@ -321,4 +317,31 @@ fn k8s_writes_five_objects_and_refuses_an_invalid_experiment() {
         .code(1)
         .stdout(predicate::str::is_empty())
         .stderr(predicate::str::contains("concurency"));
+}
+
+/// `capcard plan x.kdl | head -1`: the reader closes the pipe before the
+/// table is written; capcard stops quietly, with no panic about it.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    for args in [
+        &["plan", "experiments/quickstart.kdl"][..],
+        &["plan", "experiments/quickstart.kdl", "--json"][..],
+        &["sim", "--list"][..],
+    ] {
+        let mut child = std::process::Command::new(binary())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("capcard starts");
+        // Closed before the process has started writing.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("capcard exits");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+    }
 }

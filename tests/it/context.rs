@@ -6,18 +6,8 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
-use capcard::analyze::CapacityReport;
+use crate::support::{capcard, experiment_file, read_report};
 use capcard::exec::record::{ErrorClass, JournalLine};
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
-
-fn read_report(dir: &Path) -> CapacityReport {
-    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
-    capcard::report::parse_results_json(&text).expect("results.json parses")
-}
 
 /// An agent whose context grows from 600 tokens by 300 to 500 a step over
 /// 2 to 6 steps, on tiny (a 2,048-token window): the late steps of long
@@ -56,6 +46,7 @@ open {{
     rates 1
     duration "3s"
     warmup "200ms"
+    budget "0s"
 }}
 "#
     )
@@ -91,9 +82,7 @@ fn context_rejections(dir: &Path) -> (u64, u64, Vec<String>) {
 
 #[test]
 fn check_warns_with_the_numbers_and_points_at_the_workload() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("overflow.kdl");
-    std::fs::write(&file, experiment("")).unwrap();
+    let (_tmp, file) = experiment_file("overflow.kdl", &experiment(""));
     let out = capcard().arg("check").arg(&file).output().unwrap();
     assert!(out.status.success(), "a warning is not an error");
     let stderr = flat(&out.stderr);
@@ -128,9 +117,7 @@ fn check_warns_with_the_numbers_and_points_at_the_workload() {
 
 #[test]
 fn max_context_beyond_the_model_is_refused_at_the_start() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("overflow.kdl");
-    std::fs::write(&file, experiment("max-context 4096")).unwrap();
+    let (tmp, file) = experiment_file("overflow.kdl", &experiment("max-context 4096"));
     let out = capcard()
         .args(["run", "--virtual", "--quiet", "--out"])
         .arg(tmp.path().join("out"))
@@ -149,9 +136,7 @@ fn max_context_beyond_the_model_is_refused_at_the_start() {
 /// error-rate clause is judged on the calls that fit.
 #[test]
 fn refusals_are_context_length_errors_and_not_capacity() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("overflow.kdl");
-    std::fs::write(&file, experiment("")).unwrap();
+    let (tmp, file) = experiment_file("overflow.kdl", &experiment(""));
     for (name, args) in [("virtual", &["--virtual"][..]), ("http", &[][..])] {
         let dir = tmp.path().join(name);
         let out = capcard()

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use assert_cmd::Command;
+use crate::support::capcard;
 use capcard::config::{self, Api, Arrival, RatePerS, Sample, StopRule};
 use capcard::exec::{
     CompletionsPrompt, Endpoint, RunInputs, RunOptions, TraceSource, execute_run_with, read_journal,
@@ -200,10 +200,6 @@ fn sharegpt_conversations_replay_their_turns() {
 }
 
 // ------------------------------------------------------------------ replay
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 #[test]
 fn trace_arrivals_are_replayed_at_speedup_1_and_2() {

@@ -7,13 +7,9 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use crate::support::{capcard, experiment_file};
 use capcard::exec::{ErrorClass, RequestRecord, TokenSource, read_journal};
 use capcard::sim::{RateLimit, SimConfig, SimDialect, SimServer, presets, start};
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 /// The tiny engine playing `dialect` on an ephemeral port, on a runtime of
 /// its own that lives as long as the guard.
@@ -418,10 +414,8 @@ fn a_run_whose_first_calls_all_fail_alike_stops_and_the_card_says_why() {
 
 #[test]
 fn the_early_stop_holds_in_virtual_time_too() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("v.kdl");
-    std::fs::write(
-        &file,
+    let (tmp, file) = experiment_file(
+        "v.kdl",
         r#"
 experiment "v" { seed 5 }
 target "hosted" { sim tiny }
@@ -435,8 +429,7 @@ closed {
     warmup "5s"
 }
 "#,
-    )
-    .unwrap();
+    );
     let out = tmp.path().join("out");
     let output = capcard()
         .args(["run", "--quiet", "--virtual", "--out"])
@@ -467,11 +460,9 @@ closed {
 fn check_probe_prints_what_each_target_accepts_without_measuring() {
     let tgi_like = Served::new(SimDialect::vllm().refusing("stream_options"));
     let strict = Served::new(SimDialect::vllm().strict());
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("two.kdl");
-    std::fs::write(
-        &file,
-        format!(
+    let (_tmp, file) = experiment_file(
+        "two.kdl",
+        &format!(
             r#"
 experiment "probe" {{ seed 5 }}
 target "tgi-like" {{
@@ -490,8 +481,7 @@ workload "w" {{
             tgi_like.url(),
             strict.url()
         ),
-    )
-    .unwrap();
+    );
     let output = capcard()
         .args(["check", "--probe"])
         .arg(&file)
@@ -517,11 +507,9 @@ workload "w" {{
 #[test]
 fn check_probe_passes_over_a_virtual_sim_target() {
     let server = Served::new(SimDialect::vllm());
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("twin.kdl");
-    std::fs::write(
-        &file,
-        format!(
+    let (_tmp, file) = experiment_file(
+        "twin.kdl",
+        &format!(
             r#"
 experiment "twin" {{ seed 5 }}
 target "real" {{
@@ -538,8 +526,7 @@ workload "w" {{
 "#,
             server.url()
         ),
-    )
-    .unwrap();
+    );
     let output = capcard()
         .args(["check", "--probe"])
         .arg(&file)
@@ -562,11 +549,9 @@ fn http2_targets_share_one_multiplexed_connection() {
     // The simulator also speaks HTTP/2 with prior knowledge (h2c), as
     // `http2 #true` sends it on a plain `http://` endpoint.
     let server = Served::new(SimDialect::vllm());
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("h2.kdl");
-    std::fs::write(
-        &file,
-        format!(
+    let (tmp, file) = experiment_file(
+        "h2.kdl",
+        &format!(
             r#"
 experiment "h2" {{ seed 5 }}
 target "h2" {{
@@ -585,8 +570,7 @@ closed {{
 "#,
             server.url()
         ),
-    )
-    .unwrap();
+    );
     let out = tmp.path().join("out");
     let output = run(&file, &out);
     assert!(

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use crate::support::capcard;
 use capcard::analyze::CapacityReport;
 use capcard::diff::{DiffError, RangeVerdict, diff, diff_folders, render_diff};
 use capcard::report::parse_results_json;
@@ -132,10 +132,6 @@ fn a_missing_folder_is_a_read_error() {
 fn rendered_diff_snapshot() {
     let d = diff_folders(&folder("diff-a"), &folder("diff-b"), Some(10.0)).unwrap();
     insta::assert_snapshot!("diff-a-vs-b.md", render_diff(&d));
-}
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
 }
 
 fn fixture_a() -> CapacityReport {

@@ -18,16 +18,11 @@
 //! `MIN_CHECKED` is the number of whole experiments the docs hold today, so
 //! that one deleted, or cut down to a fragment by mistake, is noticed.
 
+use crate::support::capcard;
 use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
 
 /// Whole experiments in the docs today: the tour in docs/language.md.
 const MIN_CHECKED: usize = 1;
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 /// A `kdl` block: the file it is in, the line of its opening fence, its text.
 struct Block {

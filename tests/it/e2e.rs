@@ -3,12 +3,7 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
-use capcard::analyze::CapacityReport;
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
+use crate::support::{binary, capcard, experiment_file, read_report};
 
 /// A shortened quickstart: the tiny preset, a short sweep and a coarse search.
 const SHORT_QUICKSTART: &str = r#"
@@ -49,16 +44,9 @@ sizing {
 }
 "#;
 
-fn read_report(dir: &Path) -> CapacityReport {
-    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
-    capcard::report::parse_results_json(&text).expect("results.json parses")
-}
-
 #[test]
 fn run_then_report_on_the_simulator() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("short.kdl");
-    std::fs::write(&file, SHORT_QUICKSTART).unwrap();
+    let (tmp, file) = experiment_file("short.kdl", SHORT_QUICKSTART);
     let out = tmp.path().join("results");
 
     let assert = capcard()
@@ -205,12 +193,10 @@ closed {
 /// keeping the run that had completed.
 #[test]
 fn interrupt_keeps_measurements_and_resume_completes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("int.kdl");
-    std::fs::write(&file, INTERRUPTIBLE).unwrap();
+    let (tmp, file) = experiment_file("int.kdl", INTERRUPTIBLE);
     let out = tmp.path().join("results");
 
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+    let child = std::process::Command::new(binary())
         .args(["run", "--quiet", "--out"])
         .arg(&out)
         .arg(&file)
@@ -288,9 +274,7 @@ workload "w" {
 }
 open { arrival gamma cv=2.0; rates 40; duration "1s"; warmup "100ms" }
 "#;
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("repro.kdl");
-    std::fs::write(&file, SOURCE).unwrap();
+    let (tmp, file) = experiment_file("repro.kdl", SOURCE);
     let stream = |out: &Path| {
         capcard()
             .args(["run", "--quiet", "--out"])
@@ -341,9 +325,7 @@ workload "w" {
 }
 closed { concurrency 4; requests 24 }
 "#;
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("ids.kdl");
-    std::fs::write(&file, SOURCE).unwrap();
+    let (tmp, file) = experiment_file("ids.kdl", SOURCE);
     let out = tmp.path().join("res");
     let assert = capcard()
         .args(["run", "--quiet", "--out"])
@@ -398,9 +380,7 @@ open {
 
 #[test]
 fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("repeat.kdl");
-    std::fs::write(&file, REPEATED).unwrap();
+    let (tmp, file) = experiment_file("repeat.kdl", REPEATED);
     let out = tmp.path().join("results");
     let output = capcard()
         .args(["run", "--quiet", "--virtual", "--out"])
@@ -520,9 +500,7 @@ open {
 fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
     use capcard::analyze::search::{Search, verdicts_of};
 
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("frontier.kdl");
-    std::fs::write(&file, FRONTIER).unwrap();
+    let (tmp, file) = experiment_file("frontier.kdl", FRONTIER);
     let out = tmp.path().join("results");
     let output = capcard()
         .args(["run", "--quiet", "--virtual", "--out"])
@@ -653,9 +631,7 @@ sizing {
 
 #[test]
 fn a_mix_is_measured_class_by_class_and_limited_by_the_class_that_fails() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("mix.kdl");
-    std::fs::write(&file, MIX).unwrap();
+    let (tmp, file) = experiment_file("mix.kdl", MIX);
     let out = tmp.path().join("results");
     let assert = capcard()
         .args(["run", "--quiet", "--virtual", "--out"])

@@ -5,13 +5,9 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use crate::support::{capcard, experiment_file};
 use capcard::exec::read_journal;
 use capcard::sim::{SimConfig, presets, start};
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 /// The tiny preset with a small vocabulary, like the peers' tiny-llama (8,192).
 fn small_vocabulary_preset() -> &'static presets::Preset {
@@ -61,11 +57,9 @@ async fn token_ids_stay_inside_a_small_vocabulary() {
     )
     .await
     .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("small-vocab.kdl");
-    std::fs::write(
-        &file,
-        format!(
+    let (tmp, file) = experiment_file(
+        "small-vocab.kdl",
+        &format!(
             r#"
 experiment "small-vocab" {{ seed 3 }}
 target "t" {{
@@ -84,8 +78,7 @@ closed {{
 "#,
             server.base_url()
         ),
-    )
-    .unwrap();
+    );
     let out = tmp.path().join("out");
     let stderr = run_ok(&file, &out).await;
     assert!(
@@ -114,10 +107,8 @@ closed {{
 fn a_server_that_fails_every_call_is_stopped_by_the_preflight() {
     // Before the preflight, this sent 60 calls in three invalid runs; now
     // its first call, retried twice, says all there is to say.
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("broken.kdl");
-    std::fs::write(
-        &file,
+    let (tmp, file) = experiment_file(
+        "broken.kdl",
         r#"
 experiment "broken" { seed 3 }
 target "t" { sim tiny fail-rate=1.0; }
@@ -136,8 +127,7 @@ open {
     requests 20
 }
 "#,
-    )
-    .unwrap();
+    );
     let out = tmp.path().join("out");
     let output = capcard()
         .args(["run", "--quiet", "--out"])
@@ -418,11 +408,9 @@ closed {{
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_prompts_are_sized_exactly_with_the_servers_tokenize_endpoint() {
     let (url, log) = prompt_log::start_small_vocabulary().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("e.kdl");
-    std::fs::write(
-        &file,
-        format!(
+    let (tmp, file) = experiment_file(
+        "e.kdl",
+        &format!(
             r#"
 experiment "calibrated" {{ seed 4 }}
 target "t" {{
@@ -439,8 +427,7 @@ closed {{
 }}
 "#
         ),
-    )
-    .unwrap();
+    );
     let out = tmp.path().join("out");
     let stderr = run_ok(&file, &out).await;
     assert!(

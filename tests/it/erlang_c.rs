@@ -21,14 +21,15 @@
 //! there). The test uses seed 7.
 
 use std::path::Path;
-use std::time::Duration;
 
 use capcard::analyze::search::verdicts_of;
 use capcard::analyze::summary::summarize_judged;
 use capcard::analyze::{RunSummary, Search, cr_open};
-use capcard::config::{Experiment, LatencyMetric, RatePerS, Slo, SloClause, Stat, StopRule};
-use capcard::exec::record::{Journal, RequestRecord, RunFooter, RunHeader, TokenSource};
+use capcard::config::{Experiment, LatencyMetric, RatePerS, Slo, SloClause, Stat};
+use capcard::exec::record::Journal;
 use capcard::plan::{self, Load, OpenPlan, RunPlan};
+
+use crate::support::build;
 
 /// The queue of `examples/erlang_c` with its defaults.
 const SLOTS: usize = 4;
@@ -48,8 +49,6 @@ const START_RPS: f64 = 4.0;
 /// over 100 seeds, 97 searches pass both checks (30,000: about 92%).
 const ARRIVALS: u64 = 60_000;
 const WARMUP_S: f64 = 60.0;
-/// Calls in flight are sampled this often, like the run loop does.
-const INFLIGHT_EVERY_MS: f64 = 100.0;
 
 // ------------------------------------------------------------ Erlang C
 
@@ -151,103 +150,15 @@ fn simulate(run: &RunPlan, seed: u64) -> Journal {
         let start = t.max(free[slot]);
         let service = rng.exponential(SERVICE_MS);
         free[slot] = start + service;
-        requests.push(record(requests.len() as u64, t, start - t, service));
+        requests.push(build::record(
+            requests.len() as u64,
+            t,
+            start - t + OVERHEAD_MS,
+            service,
+        ));
         t += rng.exponential(mean_gap_ms);
     }
-    let offered = requests
-        .iter()
-        .filter(|r| r.scheduled_ms >= from_ms && r.scheduled_ms < to_ms)
-        .count() as u64;
-    let inflight_samples = inflight(&requests, to_ms);
-    let run = RunPlan {
-        warmup: Duration::from_secs_f64(WARMUP_S),
-        stop: StopRule::Duration(Duration::from_secs_f64((to_ms - from_ms) / 1000.0)),
-        ..run.clone()
-    };
-    Journal {
-        header: Some(RunHeader {
-            run,
-            started_at: "2026-01-01T00:00:00Z".into(),
-            model: "mmc".into(),
-            measure_from_ms: from_ms,
-            content_nonce: 0,
-            prompt_sizing: None,
-            prefix_cache_reset: None,
-            telemetry_off: None,
-            clock: None,
-            context_window: None,
-            shard: None,
-            shards: Vec::new(),
-            dialect: None,
-        }),
-        requests,
-        tasks: vec![],
-        footer: Some(RunFooter {
-            measured_window_ms: [from_ms, to_ms],
-            offered: Some(offered),
-            inflight_samples,
-            generator_lagging: false,
-            interrupted: false,
-            finished_at: "2026-01-01T02:00:00Z".into(),
-            connections_opened: None,
-            stopped_early: None,
-        }),
-    }
-}
-
-/// A call of the `tiny` workload (16 prompt tokens, 4 output tokens): the
-/// first token after the wait, the last at the end of service.
-fn record(task: u64, scheduled_ms: f64, wait_ms: f64, service_ms: f64) -> RequestRecord {
-    let ttft = wait_ms + OVERHEAD_MS;
-    let e2e = ttft + service_ms;
-    RequestRecord {
-        task,
-        call: 0,
-        scheduled_ms,
-        sent_ms: scheduled_ms,
-        schedule_lag_ms: 0.0,
-        completed_ms: scheduled_ms + e2e,
-        ttft_ms: Some(ttft),
-        e2e_ms: Some(e2e),
-        itl_ms: vec![(service_ms / 3.0) as f32; 3],
-        prompt_tokens_requested: 16,
-        prompt_tokens_reported: Some(16),
-        output_tokens_requested: 4,
-        output_tokens: 4,
-        output_tokens_source: TokenSource::Usage,
-        finish_reason: Some("length".into()),
-        error: None,
-        error_detail: None,
-        http_status: Some(200),
-        reconnects: 0,
-        class: None,
-        retry_after_ms: None,
-        ttfo_ms: None,
-        reasoning_tokens: 0,
-        reasoning_tokens_source: None,
-        tool_calls: 0,
-    }
-}
-
-/// Calls in flight (sent, not completed) every [`INFLIGHT_EVERY_MS`] up to `to_ms`.
-fn inflight(requests: &[RequestRecord], to_ms: f64) -> Vec<(f64, u32)> {
-    let sent: Vec<f64> = requests.iter().map(|r| r.sent_ms).collect();
-    let mut done: Vec<f64> = requests.iter().map(|r| r.completed_ms).collect();
-    done.sort_by(f64::total_cmp);
-    let (mut s, mut d) = (0, 0);
-    let mut samples = Vec::new();
-    let mut at = INFLIGHT_EVERY_MS;
-    while at <= to_ms {
-        while s < sent.len() && sent[s] <= at {
-            s += 1;
-        }
-        while d < done.len() && done[d] <= at {
-            d += 1;
-        }
-        samples.push((at, (s - d) as u32));
-        at += INFLIGHT_EVERY_MS;
-    }
-    samples
+    build::open_journal(run, "mmc", [from_ms, to_ms], requests)
 }
 
 // ------------------------------------------------------------ the search

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use crate::support::capcard;
 use capcard::analyze::{CapacityReport, Card, RunSummary};
 
 /// Each example and the `--target`s the suite runs of it (empty: all).
@@ -30,10 +30,6 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("trace", &[]),
     ("what-if", &[]),
 ];
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 fn experiments() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments")

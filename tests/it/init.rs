@@ -1,12 +1,8 @@
 //! `capcard init URL`: the file it writes from what a server says must pass
 //! `capcard check` and run as it is (here with its durations shortened).
 
-use assert_cmd::Command;
+use crate::support::{capcard, experiment_file};
 use capcard::sim::{SimConfig, SimDialect, SimServer, presets, start};
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 fn serve(dialect: SimDialect) -> (tokio::runtime::Runtime, SimServer) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -106,9 +102,7 @@ fn init_writes_the_settings_a_strict_server_needs_with_its_words() {
         text.contains("// The server refuses `ignore_eos`/`min_tokens`: HTTP 400 Bad Request: \"Unrecognized request argument supplied: min_tokens, ignore_eos\"\n    // Outputs may end before their planned length; the card counts them.\n    force-length #false\n"),
         "{text}"
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("strict.kdl");
-    std::fs::write(&file, text.as_bytes()).unwrap();
+    let (_tmp, file) = experiment_file("strict.kdl", &text);
     // The file's preflight is accepted by the same server.
     capcard()
         .args(["check", "--probe"])

@@ -16,17 +16,17 @@
 //! class on its own SLO, the search bisects on the mix's verdict, and the
 //! mix card names what limits it.
 
-use std::time::Duration;
-
 use capcard::analyze::card::build_mix_card;
 use capcard::analyze::search::verdicts_of;
 use capcard::analyze::summary::summarize_judged;
 use capcard::analyze::{RunSummary, Search, Verdict};
-use capcard::config::{Experiment, RatePerS, StopRule, Workload};
-use capcard::exec::record::{Journal, RequestRecord, RunFooter, RunHeader, TokenSource};
+use capcard::config::{Experiment, RatePerS, Workload};
+use capcard::exec::record::{Journal, RequestRecord};
 use capcard::plan::{self, Load, OpenPlan, RunPlan};
 use capcard::workload::ClassedGenerator;
 use capcard::workload::classes::ClassStream;
+
+use crate::support::build;
 
 const SHORT_MS: f64 = 50.0;
 const LONG_MS: f64 = 500.0;
@@ -97,44 +97,6 @@ fn classes(experiment: &Experiment, run: &RunPlan) -> ClassedGenerator {
     ClassedGenerator::new(&streams, run.seed)
 }
 
-fn record(
-    task: u64,
-    class: &str,
-    scheduled_ms: f64,
-    wait_ms: f64,
-    service_ms: f64,
-) -> RequestRecord {
-    let ttft = wait_ms + OVERHEAD_MS;
-    let e2e = ttft + service_ms;
-    RequestRecord {
-        task,
-        call: 0,
-        scheduled_ms,
-        sent_ms: scheduled_ms,
-        schedule_lag_ms: 0.0,
-        completed_ms: scheduled_ms + e2e,
-        ttft_ms: Some(ttft),
-        e2e_ms: Some(e2e),
-        itl_ms: vec![(service_ms / 3.0) as f32; 3],
-        prompt_tokens_requested: 16,
-        prompt_tokens_reported: Some(16),
-        output_tokens_requested: 4,
-        output_tokens: 4,
-        output_tokens_source: TokenSource::Usage,
-        finish_reason: Some("length".into()),
-        error: None,
-        error_detail: None,
-        http_status: Some(200),
-        reconnects: 0,
-        class: Some(class.to_string()),
-        retry_after_ms: None,
-        ttfo_ms: None,
-        reasoning_tokens: 0,
-        reasoning_tokens_source: None,
-        tool_calls: 0,
-    }
-}
-
 /// One open run of the mix on the M/G/1 queue, as `capcard run` journals it.
 fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
     let Load::Rate { rate, .. } = run.load else {
@@ -154,63 +116,14 @@ fn simulate(experiment: &Experiment, run: &RunPlan) -> Journal {
         let service = if class == "long" { LONG_MS } else { SHORT_MS };
         let start = t.max(free);
         free = start + service;
-        requests.push(record(index, &class, t, start - t, service));
+        requests.push(RequestRecord {
+            class: Some(class),
+            ..build::record(index, t, start - t + OVERHEAD_MS, service)
+        });
         index += 1;
         t += rng.exponential(1000.0 / rate.0);
     }
-    let offered = requests
-        .iter()
-        .filter(|r| r.scheduled_ms >= from_ms && r.scheduled_ms < to_ms)
-        .count() as u64;
-    // In flight every 100 ms, for the backlog test.
-    let mut done: Vec<f64> = requests.iter().map(|r| r.completed_ms).collect();
-    done.sort_by(f64::total_cmp);
-    let (mut s, mut d, mut at) = (0usize, 0usize, 100.0);
-    let mut inflight_samples = Vec::new();
-    while at <= to_ms {
-        while s < requests.len() && requests[s].sent_ms <= at {
-            s += 1;
-        }
-        while d < done.len() && done[d] <= at {
-            d += 1;
-        }
-        inflight_samples.push((at, (s - d) as u32));
-        at += 100.0;
-    }
-    let run = RunPlan {
-        warmup: Duration::from_secs_f64(WARMUP_S),
-        stop: StopRule::Duration(Duration::from_secs_f64((to_ms - from_ms) / 1000.0)),
-        ..run.clone()
-    };
-    Journal {
-        header: Some(RunHeader {
-            run,
-            started_at: "2026-01-01T00:00:00Z".into(),
-            model: "mg1".into(),
-            measure_from_ms: from_ms,
-            content_nonce: 0,
-            prompt_sizing: None,
-            prefix_cache_reset: None,
-            telemetry_off: None,
-            clock: None,
-            context_window: None,
-            shard: None,
-            shards: Vec::new(),
-            dialect: None,
-        }),
-        requests,
-        tasks: vec![],
-        footer: Some(RunFooter {
-            measured_window_ms: [from_ms, to_ms],
-            offered: Some(offered),
-            inflight_samples,
-            generator_lagging: false,
-            interrupted: false,
-            finished_at: "2026-01-01T03:00:00Z".into(),
-            connections_opened: None,
-            stopped_early: None,
-        }),
-    }
+    build::open_journal(run, "mg1", [from_ms, to_ms], requests)
 }
 
 fn experiment() -> Experiment {

@@ -5,16 +5,12 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use crate::support::capcard;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Uniform};
 use serde_json::{Value, json};
 
 type Rng = rand::rngs::Xoshiro256PlusPlus;
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
 
 fn within(got: f64, want: f64, tolerance: f64) -> bool {
     (got - want).abs() <= tolerance * want.abs()

@@ -21,6 +21,7 @@ use capcard::workload::{CallSpec, Task, TaskSpec};
 use serde_json::{Value, json};
 
 use super::support::words;
+use crate::support::binary;
 
 /// The `tiny` engine with `serving`'s knobs, seed 11.
 async fn tiny_with(serving: &SimServing) -> SimServer {
@@ -359,7 +360,7 @@ fn capcard_sim_reasons_and_groups_tokens_as_its_flags_say() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+    let mut child = std::process::Command::new(binary())
         .args(["sim", "--preset", "tiny", "--reasoning-tokens", "20"])
         .args(["--tokens-per-event", "4", "--listen"])
         .arg(format!("127.0.0.1:{port}"))

@@ -10,6 +10,7 @@ use predicates::prelude::*;
 use serde_json::{Value, json};
 
 use super::support::words;
+use crate::support::binary;
 
 async fn tiny_with(dialect: SimDialect) -> SimServer {
     let preset = presets::find("tiny").expect("tiny preset");
@@ -228,8 +229,7 @@ async fn a_rate_limit_of_zero_is_refused_at_start() {
 
 #[test]
 fn sim_rejects_a_bad_rate_limit() {
-    assert_cmd::Command::cargo_bin("capcard")
-        .expect("binary built")
+    crate::support::capcard()
         .args(["sim", "--preset", "tiny", "--rate-limit", "30/hour"])
         .assert()
         .code(1)
@@ -246,7 +246,7 @@ async fn sim_flags_play_the_dialect() {
         .local_addr()
         .unwrap()
         .port();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capcard"))
+    let child = std::process::Command::new(binary())
         .args(["sim", "--preset", "tiny", "--strict"])
         .args(["--refuse-field", "max_tokens", "--rate-limit", "3/min"])
         .args(["--ignore-field", "ignore_eos", "--listen"])

@@ -1,8 +1,109 @@
-//! Helpers shared by the topic modules of this test binary.
+//! The test kit: what the topic modules of this binary share. The built
+//! binary ([`capcard`], [`binary`]), an experiment written to a temporary
+//! folder ([`experiment_file`]), a run that must succeed ([`run_ok`]) and
+//! the results it leaves ([`read_report`]); the simulated engine on a port
+//! ([`tiny_sim`], [`serve_tiny`]); journals built by hand ([`build`]); the
+//! lock of the tests that measure in real time ([`real_time`]); and a small
+//! HTTP client ([`web`]).
 
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use capcard::analyze::CapacityReport;
 use capcard::config::{ConfigError, SimFaults};
 use capcard::sim::{SimConfig, SimServer, presets, start};
 use serde_json::json;
+
+/// The `capcard` binary under test, as a command to give arguments to.
+pub fn capcard() -> Command {
+    Command::cargo_bin("capcard").expect("binary built")
+}
+
+/// The path of the binary under test, for a child process a test drives
+/// itself (signals, pipes, several at once).
+pub fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("capcard")
+}
+
+/// A new temporary folder holding the experiment `text` as `name`: the
+/// folder (removed when dropped; results go beside the file) and the
+/// file's path.
+pub fn experiment_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).expect("the experiment written");
+    (dir, file)
+}
+
+/// `capcard run --quiet ARGS --out OUT FILE`, which must exit 0: its log
+/// (stderr). `&["--virtual"]` runs on the engine's own clock.
+pub fn run_ok(file: &Path, out: &Path, args: &[&str]) -> String {
+    let output = capcard()
+        .args(["run", "--quiet"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg(file)
+        .output()
+        .expect("capcard runs");
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "capcard run {args:?} {} exited {:?}:\n{}\n{log}",
+        file.display(),
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    log
+}
+
+/// The results.json of a results folder, parsed.
+pub fn read_report(dir: &Path) -> CapacityReport {
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+    capcard::report::parse_results_json(&text).expect("results.json parses")
+}
+
+/// Held by a test that measures in real time, across the threads of
+/// `cargo test` and the processes of `cargo nextest` alike (an exclusive
+/// `flock` on a file in the target's temporary folder): such tests compare
+/// latencies and throughputs, which two of them at once on two cores would
+/// starve. Tests in virtual time need no lock.
+pub struct RealTime {
+    _file: std::fs::File,
+}
+
+/// Waits for the real-time lock (see [`RealTime`]).
+pub fn real_time() -> RealTime {
+    use std::os::unix::io::AsRawFd;
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capcard-real-time.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .expect("the lock file opens");
+    // SAFETY: flock on a descriptor this function owns, kept open (and so
+    // locked) as long as the returned guard lives.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(locked, 0, "flock {}", path.display());
+    RealTime { _file: file }
+}
+
+/// The `tiny` engine on an ephemeral loopback port, on a runtime of its
+/// own that lives as long as the returned runtime (for tests that are not
+/// async themselves): the runtime and the server's `/v1` URL.
+pub fn serve_tiny() -> (tokio::runtime::Runtime, String) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let server = runtime.block_on(tiny_sim(SimFaults::default()));
+    let url = format!("http://{}/v1", server.addr);
+    // The server runs until the runtime is dropped.
+    std::mem::forget(server);
+    (runtime, url)
+}
 
 /// Renders a config error the way `capcard check` shows it, without colour
 /// and at a fixed width so snapshots are stable.
@@ -166,6 +267,123 @@ pub mod web {
         pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, HttpError> {
             let bytes = self.bytes().await?;
             serde_json::from_slice(&bytes).map_err(|e| HttpError::Body(e.to_string()))
+        }
+    }
+}
+
+/// Runs and journals built by hand, for the analysis of known queues.
+pub mod build {
+    use std::time::Duration;
+
+    use capcard::config::StopRule;
+    use capcard::exec::record::{Journal, RequestRecord, RunFooter, RunHeader, TokenSource};
+    use capcard::plan::RunPlan;
+
+    /// A call of 16 prompt tokens and 4 output tokens that succeeded: its
+    /// first token `ttft_ms` after it was sent (at `scheduled_ms`), its last
+    /// `service_ms` later, the three gaps between its tokens equal.
+    pub fn record(task: u64, scheduled_ms: f64, ttft_ms: f64, service_ms: f64) -> RequestRecord {
+        let e2e = ttft_ms + service_ms;
+        RequestRecord {
+            task,
+            call: 0,
+            scheduled_ms,
+            sent_ms: scheduled_ms,
+            schedule_lag_ms: 0.0,
+            completed_ms: scheduled_ms + e2e,
+            ttft_ms: Some(ttft_ms),
+            e2e_ms: Some(e2e),
+            itl_ms: vec![(service_ms / 3.0) as f32; 3],
+            prompt_tokens_requested: 16,
+            prompt_tokens_reported: Some(16),
+            output_tokens_requested: 4,
+            output_tokens: 4,
+            output_tokens_source: TokenSource::Usage,
+            finish_reason: Some("length".into()),
+            error: None,
+            error_detail: None,
+            http_status: Some(200),
+            reconnects: 0,
+            class: None,
+            retry_after_ms: None,
+            ttfo_ms: None,
+            reasoning_tokens: 0,
+            reasoning_tokens_source: None,
+            tool_calls: 0,
+        }
+    }
+
+    /// Calls in flight (sent, not completed) every `every_ms` up to `to_ms`.
+    pub fn inflight(requests: &[RequestRecord], every_ms: f64, to_ms: f64) -> Vec<(f64, u32)> {
+        let mut sent: Vec<f64> = requests.iter().map(|r| r.sent_ms).collect();
+        let mut done: Vec<f64> = requests.iter().map(|r| r.completed_ms).collect();
+        sent.sort_by(f64::total_cmp);
+        done.sort_by(f64::total_cmp);
+        let (mut s, mut d) = (0, 0);
+        let mut samples = Vec::new();
+        let mut at = every_ms;
+        while at <= to_ms {
+            while s < sent.len() && sent[s] <= at {
+                s += 1;
+            }
+            while d < done.len() && done[d] <= at {
+                d += 1;
+            }
+            samples.push((at, (s - d) as u32));
+            at += every_ms;
+        }
+        samples
+    }
+
+    /// The journal `capcard run` writes of an open run of `requests` whose
+    /// measured window is `window_ms` (after a warmup up to its start): the
+    /// arrivals offered in the window counted, and the calls in flight
+    /// sampled every 100 ms.
+    pub fn open_journal(
+        run: &RunPlan,
+        model: &str,
+        window_ms: [f64; 2],
+        requests: Vec<RequestRecord>,
+    ) -> Journal {
+        let [from_ms, to_ms] = window_ms;
+        let offered = requests
+            .iter()
+            .filter(|r| r.scheduled_ms >= from_ms && r.scheduled_ms < to_ms)
+            .count() as u64;
+        let inflight_samples = inflight(&requests, 100.0, to_ms);
+        let run = RunPlan {
+            warmup: Duration::from_secs_f64(from_ms / 1000.0),
+            stop: StopRule::Duration(Duration::from_secs_f64((to_ms - from_ms) / 1000.0)),
+            ..run.clone()
+        };
+        Journal {
+            header: Some(RunHeader {
+                run,
+                started_at: "2026-01-01T00:00:00Z".into(),
+                model: model.into(),
+                measure_from_ms: from_ms,
+                content_nonce: 0,
+                prompt_sizing: None,
+                prefix_cache_reset: None,
+                telemetry_off: None,
+                clock: None,
+                context_window: None,
+                shard: None,
+                shards: Vec::new(),
+                dialect: None,
+            }),
+            requests,
+            tasks: vec![],
+            footer: Some(RunFooter {
+                measured_window_ms: [from_ms, to_ms],
+                offered: Some(offered),
+                inflight_samples,
+                generator_lagging: false,
+                interrupted: false,
+                finished_at: "2026-01-01T01:00:00Z".into(),
+                connections_opened: None,
+                stopped_early: None,
+            }),
         }
     }
 }

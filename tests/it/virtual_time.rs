@@ -3,19 +3,7 @@
 //! Cr_closed identical, Cr_open within the search's precision), and the
 //! virtual run says so on the card and in results.json.
 
-use std::path::Path;
-
-use assert_cmd::Command;
-use capcard::analyze::CapacityReport;
-
-fn capcard() -> Command {
-    Command::cargo_bin("capcard").expect("binary built")
-}
-
-fn read_report(dir: &Path) -> CapacityReport {
-    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
-    capcard::report::parse_results_json(&text).expect("results.json parses")
-}
+use crate::support::{capcard, experiment_file, read_report, real_time};
 
 /// Short enough to run in real time in the suite (about 40 s).
 const EXPERIMENT: &str = r#"
@@ -52,9 +40,8 @@ open {
 
 #[test]
 fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("vr.kdl");
-    std::fs::write(&file, EXPERIMENT).unwrap();
+    let _real_time = real_time();
+    let (tmp, file) = experiment_file("vr.kdl", EXPERIMENT);
     let real_dir = tmp.path().join("real");
     let virtual_dir = tmp.path().join("virtual");
     capcard()
@@ -179,9 +166,7 @@ fn virtual_time_refuses_endpoint_targets_before_running() {
 
 #[test]
 fn the_same_file_and_seed_give_the_same_virtual_journals() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("vr.kdl");
-    std::fs::write(&file, EXPERIMENT).unwrap();
+    let (tmp, file) = experiment_file("vr.kdl", EXPERIMENT);
     let mut lines = Vec::new();
     for name in ["a", "b"] {
         let dir = tmp.path().join(name);
@@ -266,9 +251,7 @@ fn knob(kdl: &str, name: &str) -> f64 {
 
 #[test]
 fn calibration_recovers_the_knobs_of_a_run_it_did_not_see() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("known.kdl");
-    std::fs::write(&file, KNOWN_KNOBS).unwrap();
+    let (tmp, file) = experiment_file("known.kdl", KNOWN_KNOBS);
     let dir = tmp.path().join("observed");
     capcard()
         .args(["run", "--quiet", "--out"])
