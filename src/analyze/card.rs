@@ -519,6 +519,15 @@ fn measured_tokens<'a>(runs: impl Iterator<Item = &'a RunSummary>) -> Option<Mea
 /// The card's plain-language notes, most important first.
 fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
     let mut notes = vec![];
+    closed_notes(experiment, card, &mut notes);
+    open_notes(experiment, card, &mut notes);
+    condition_notes(card, &mut notes);
+    open_run_notes(experiment, card, &mut notes);
+    notes
+}
+
+/// CrossP and Cr_closed: why either is missing or questionable.
+fn closed_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>) {
     let crossp_spec = card.crossp_spec.unwrap_or_default();
     let levels: Vec<u32> = card.closed.iter().filter_map(|s| s.concurrency).collect();
 
@@ -568,7 +577,10 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
         }
         _ => {}
     }
+}
 
+/// Cr_open per SLO, and an open loop's warmup against its latencies.
+fn open_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>) {
     // Open loop: Cr_open per SLO.
     if card.open.is_empty() {
         if experiment.open.is_some() && !experiment.slos.is_empty() {
@@ -609,7 +621,11 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             ));
         }
     }
+}
 
+/// Conditions of the measurement: failures by kind, refusals, reconnects,
+/// cancelled calls and the tokens that were really sent and generated.
+fn condition_notes(card: &Card, notes: &mut Vec<String>) {
     // Conditions of the measurement.
     let runs: Vec<&RunSummary> = card.closed.iter().chain(&card.open).collect();
     for s in &runs {
@@ -719,6 +735,11 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             }
         }
     }
+}
+
+/// Open runs that did not hold: the generator behind, no steady state,
+/// failed tasks, and runs lengthened for samples.
+fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>) {
     if let Some(open) = &experiment.open {
         if let crate::config::StopRule::Duration(declared) = open.stop {
             let declared_s = declared.as_secs_f64();
@@ -813,7 +834,6 @@ fn notes(experiment: &Experiment, card: &Card) -> Vec<String> {
             extended.join(", ")
         ));
     }
-    notes
 }
 
 #[cfg(test)]
