@@ -52,9 +52,9 @@
 
 use std::collections::BTreeMap;
 
-use super::interval::Verdict;
 use super::slo::significant;
 use super::{CrClosed, CrOpen, RunSummary};
+use crate::stats::interval::Verdict;
 
 /// Search state for all SLOs of one card.
 #[derive(Debug, Clone)]

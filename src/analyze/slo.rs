@@ -5,7 +5,7 @@
 //!
 //! - A **percentile** bound (`ttft p99="1s"`) is judged on the order-statistic
 //!   interval of the percentile, widened for correlated samples by batch
-//!   means ([`interval`](super::interval)): pass when the whole interval is
+//!   means ([`interval`](crate::stats::interval)): pass when the whole interval is
 //!   within the bound, fail when the whole interval is beyond it.
 //! - A **failed call counts beyond every latency bound** of the SLO: a
 //!   timeout is exactly the tail a percentile is there to bound. Each failed
@@ -35,7 +35,7 @@ use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{RequestRecord, TaskRecord};
 use crate::stats::StatsAccumulator;
 
-use super::interval::{self, BatchCounts, BatchSums, Verdict};
+use crate::stats::interval::{self, BatchCounts, BatchSums, Verdict};
 
 /// Whether a run met an SLO, and why (`open[].verdicts[]` in results.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

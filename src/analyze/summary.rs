@@ -62,9 +62,9 @@ use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{ErrorClass, Journal, RequestRecord, RunFooter, RunHeader, TaskRecord};
 use crate::plan::{Load, Mode};
 
-use super::interval::{self, BATCHES, Verdict, batch_of};
 use super::slo::{self, SloEvidence};
 use super::{RunState, RunSummary};
+use crate::stats::interval::{self, BATCHES, Verdict, batch_of};
 pub use crate::stats::latency_stats;
 use crate::stats::{LatencyStats, StatsAccumulator};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::diag::{ConfigDiagnostic, ConfigError, backticked, did_you_mean};
 use super::model::*;
-use super::units::format_secs;
+use crate::format::duration_literal;
 
 /// Which part of the checked node a problem is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub(crate) enum Quantity {
 impl Quantity {
     pub(crate) fn show(self, value: f64) -> String {
         match self {
-            Quantity::Seconds => format!("\"{}\"", format_secs(value)),
+            Quantity::Seconds => format!("\"{}\"", duration_literal(value)),
             Quantity::Tokens | Quantity::Count => format!("{value}"),
         }
     }

@@ -414,7 +414,7 @@ impl<'a> Sim<'a> {
         let engines = (0..replicas)
             .map(|r| {
                 // Replicas draw their own tokens, as separate servers do.
-                let seed = crate::workload::mix(target.seed, r as u64);
+                let seed = crate::hash::mix(target.seed, r as u64);
                 Engine::new(&target.preset, if r == 0 { target.seed } else { seed })
             })
             .collect();

@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Arrival, Experiment, Fraction, RatePerS, RateSelection, StopRule};
-use crate::workload::{hash_str, mix};
+use crate::hash::{hash_str, mix};
 
 /// `schema` of `plan.json`.
 pub const SCHEMA: &str = "capcard/plan/v1";
@@ -510,9 +510,9 @@ pub const MAX_SAMPLE_LENGTHENING: f64 = 4.0;
 /// Calls (tasks) an open run should hold for `slos` to be judged at
 /// `confidence`: [`SAMPLE_MARGIN`] × the fewest samples giving the highest
 /// percentile among their latency clauses an upper bound
-/// ([`crate::analyze::interval::min_samples_for_upper_bound`]: 36 for a p90
+/// ([`crate::stats::interval::min_samples_for_upper_bound`]: 36 for a p90
 /// at 95%, 368 for a p99), or that let an error-rate bound pass with no
-/// failure ([`crate::analyze::interval::min_samples_for_proportion_bound`]:
+/// failure ([`crate::stats::interval::min_samples_for_proportion_bound`]:
 /// 765 for 0.5%) — without them an error rate of 0 stays inconclusive; 0
 /// without such clauses.
 pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
@@ -522,7 +522,7 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
             crate::config::SloClause::Latency {
                 stat: crate::config::Stat::Percentile(p),
                 ..
-            } => Some(crate::analyze::interval::min_samples_for_upper_bound(
+            } => Some(crate::stats::interval::min_samples_for_upper_bound(
                 p / 100.0,
                 confidence,
             )),
@@ -535,7 +535,7 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
     let error_rates = clauses()
         .filter_map(|clause| match clause {
             crate::config::SloClause::ErrorRate { max } if max.0 > 0.0 => Some(
-                crate::analyze::interval::min_samples_for_proportion_bound(max.0, confidence),
+                crate::stats::interval::min_samples_for_proportion_bound(max.0, confidence),
             ),
             _ => None,
         })

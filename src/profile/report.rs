@@ -22,7 +22,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::config::DistKind;
-use crate::report::format::{duration_secs, num, pct_of_fraction, plain, rps};
+use crate::format::{duration_secs, num, pct_of_fraction, plain, rps};
 
 use super::fit::{self, ArrivalFit, KS_CRITICAL_1PCT, LengthFit};
 

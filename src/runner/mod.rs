@@ -277,7 +277,7 @@ pub async fn run(
             Some(virtual_target) => prepare_virtual(target, virtual_target),
             None => {
                 let mut prepared = prepare_target(target, &experiment, log).await?;
-                let nonce = crate::workload::mix(content_nonce, PREFLIGHT_STREAM);
+                let nonce = crate::hash::mix(content_nonce, PREFLIGHT_STREAM);
                 if let Err(e) = preflight(&mut prepared, &experiment, card, nonce, log).await {
                     shut_down(live).await;
                     shut_down(BTreeMap::from([(target.name.clone(), prepared)])).await;
@@ -500,7 +500,7 @@ pub async fn probe(
         }
         let outcome = async {
             let mut prepared = prepare_target(target, &experiment, log).await?;
-            let nonce = crate::workload::mix(fresh_nonce(), PREFLIGHT_STREAM);
+            let nonce = crate::hash::mix(fresh_nonce(), PREFLIGHT_STREAM);
             let preflighted = preflight(&mut prepared, &experiment, card, nonce, log).await;
             let findings = ProbeFindings {
                 base_url: prepared.endpoint.base_url.clone(),
@@ -1104,7 +1104,7 @@ fn fresh_nonce() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     // Never 0: 0 is the library's reproducible default.
-    crate::workload::mix(nanos, u64::from(std::process::id())).max(1)
+    crate::hash::mix(nanos, u64::from(std::process::id())).max(1)
 }
 
 /// The nonce a results folder's runs were drawn with (for `--resume`).
@@ -1179,7 +1179,7 @@ fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
     // Its own request stream, like a repetition's: with the run's seed it
     // would re-send the run's prompts first, and a server's prefix cache
     // (vLLM's is on by default) would serve them, flattering its TTFT.
-    longer.seed = crate::workload::mix(run.seed, EXTENSION_STREAM);
+    longer.seed = crate::hash::mix(run.seed, EXTENSION_STREAM);
     longer.stop = match run.stop {
         StopRule::Duration(d) => StopRule::Duration(d.mul_f64(factor)),
         StopRule::Requests(n) => StopRule::Requests((n as f64 * factor).ceil() as u64),

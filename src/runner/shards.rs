@@ -286,7 +286,7 @@ pub(super) async fn start_coordinator(
         listen,
         count,
         lost_after,
-        crate::workload::hash_str(source),
+        crate::hash::hash_str(source),
         content_nonce,
         &folder.dir.join("shards"),
     )
@@ -442,7 +442,7 @@ pub(super) async fn serve_shard(
         }
         if let Some(target) = experiment.target(&card.target) {
             let mut prepared = prepare_target(target, experiment, log).await?;
-            let nonce = crate::workload::mix(u64::from(part.index), super::PREFLIGHT_STREAM);
+            let nonce = crate::hash::mix(u64::from(part.index), super::PREFLIGHT_STREAM);
             super::preflight(&mut prepared, experiment, card, nonce, log).await?;
             // The coordinator scrapes the server.
             prepared.metrics_url = None;
@@ -452,7 +452,7 @@ pub(super) async fn serve_shard(
     let client = CoordinatorClient::new(url).map_err(unreachable)?;
     let join = Join {
         part,
-        experiment_hash: crate::workload::hash_str(source),
+        experiment_hash: crate::hash::hash_str(source),
         version: crate::TOOL_VERSION.to_string(),
     };
     let welcome = tokio::select! {

@@ -263,7 +263,7 @@ impl Decoder {
         let mut arrival = Arrival::Poisson;
         let mut trace: Option<TraceSpec> = None;
         let mut warmup = Duration::ZERO;
-        let mut confidence = Fraction(crate::analyze::interval::DEFAULT_CONFIDENCE);
+        let mut confidence = Fraction(crate::stats::interval::DEFAULT_CONFIDENCE);
         let mut budget = None;
         let mut repeat = 1;
         let mut frontier = Vec::new();

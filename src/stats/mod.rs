@@ -4,12 +4,37 @@
 //! capcard reports, from a run's TTFT p99 to one call's own ITL p95 and the
 //! generator's schedule-lag p99, comes from here.
 
+pub mod interval;
+
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Stat;
+/// A statistic of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stat {
+    Mean,
+    /// Percentile in (0, 100), e.g. 99.0 or 99.9.
+    Percentile(f64),
+}
+
+impl Stat {
+    /// `"mean"`, `"p50"`, `"p99.9"`: the key used in summaries and JSON.
+    pub fn key(self) -> String {
+        match self {
+            Stat::Mean => "mean".to_string(),
+            Stat::Percentile(p) => {
+                if p.fract() == 0.0 {
+                    format!("p{}", p as u32)
+                } else {
+                    format!("p{p}")
+                }
+            }
+        }
+    }
+}
 
 /// Latency distribution of one metric in one run, in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
