@@ -186,6 +186,21 @@ pub fn money(value: f64) -> String {
     }
 }
 
+/// Three significant digits, trailing zeros dropped: `4.0` → `"4"`.
+pub fn significant(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (2 - magnitude).max(0) as usize;
+    let text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
 /// Seconds as a duration literal the way a user writes one in an
 /// experiment file, with no space (KDL-ready, and read back as it is by
 /// `config::units::parse_duration`): `"250ms"`,

@@ -25,8 +25,7 @@ use crate::plan::{ClassPlan, MixPlan};
 use crate::stats::LatencyStats;
 
 use super::search::cr_open;
-use super::slo::{ClauseVerdict, SloVerdict};
-use super::summary::apply_run_state;
+use super::slo::{ClauseVerdict, SloVerdict, apply_run_state};
 use super::{CrOpen, RunState, RunSummary};
 use crate::stats::interval::Verdict;
 

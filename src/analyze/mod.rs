@@ -13,6 +13,7 @@ pub use crate::stats::interval;
 pub mod knee;
 pub mod mix;
 pub mod search;
+pub mod sharding;
 pub mod sizing;
 pub mod slo;
 pub mod summary;

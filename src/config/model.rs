@@ -151,7 +151,7 @@ pub struct TokenizerSpec {
     #[serde(skip)]
     pub span: Span,
     #[serde(skip)]
-    pub loaded: Option<Arc<crate::workload::tokenize::PromptTokenizer>>,
+    pub loaded: Option<Arc<crate::data::tokenizer::PromptTokenizer>>,
 }
 
 /// Where server telemetry comes from.
@@ -284,7 +284,7 @@ pub struct DatasetSpec {
     #[serde(default)]
     pub output_from_data: bool,
     #[serde(skip)]
-    pub data: Option<Arc<crate::workload::dataset::Dataset>>,
+    pub data: Option<Arc<crate::data::dataset::Dataset>>,
 }
 
 /// Order in which dataset records become tasks.
@@ -618,7 +618,7 @@ pub struct TraceSpec {
     /// Tokens per Mooncake `hash_ids` block (default 512).
     pub block_tokens: u32,
     #[serde(skip)]
-    pub data: Option<Arc<crate::workload::trace::Trace>>,
+    pub data: Option<Arc<crate::data::trace::Trace>>,
 }
 
 /// The arrival process of open-loop runs (of tasks, for agents/conversations).

@@ -174,7 +174,7 @@ struct LiveTarget {
     metrics_url: Option<String>,
     scrape_client: exec::HttpClient,
     /// The target's `tokenizer`, loaded: prompts sized exactly with it.
-    tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    tokenizer: Option<std::sync::Arc<crate::data::tokenizer::PromptTokenizer>>,
     /// A `completions` target that accepts token-id prompts gets them, with
     /// ids inside its vocabulary: exact prompt lengths without a tokenizer
     /// (SPEC §2, prompt lengths).
@@ -808,9 +808,9 @@ async fn drive(
                         "  frontier of {}, {} at {}× (≤ {}): {} rps",
                         wanted.slo,
                         wanted.label,
-                        analyze::search::fmt_rate(wanted.multiplier),
+                        crate::format::significant(wanted.multiplier),
                         analyze::slo::format_ms(wanted.bound_ms),
-                        analyze::search::fmt_rate(rate)
+                        crate::format::significant(rate)
                     );
                     let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
                     for r in 1..=repeat {
@@ -946,7 +946,7 @@ fn run_inputs(
         Option<TokenIdRange>,
         Option<std::sync::Arc<crate::workload::prompt::WordList>>,
     ),
-    tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    tokenizer: Option<std::sync::Arc<crate::data::tokenizer::PromptTokenizer>>,
     sends: Sends<'_>,
     run: &RunPlan,
     content_nonce: u64,

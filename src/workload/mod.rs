@@ -11,7 +11,8 @@
 
 pub mod arrival;
 pub mod classes;
-pub mod dataset;
+/// Datasets are read by the data leaf; kept at this path for callers.
+pub use crate::data::dataset;
 pub mod prompt;
 pub mod task;
 pub mod tokenize;
@@ -27,6 +28,7 @@ pub use task::TaskGenerator;
 
 // The seeding leaf, imported so that `super::mix` reads as before in the
 // stages below; callers outside use `crate::hash`.
+pub use crate::data::Role;
 pub use crate::hash::{SeededRng, hash_str, mix, seeded_rng};
 
 /// A piece of a prompt, rendered deterministically.
@@ -57,18 +59,6 @@ impl Segment {
             | Segment::Text { tokens, .. } => *tokens,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    /// An assistant turn that called a tool (call number `n` of the task);
-    /// its segments are the call's arguments.
-    ToolCall(u32),
-    /// A tool's result for call number `n`.
-    ToolResult(u32),
 }
 
 impl Tools {

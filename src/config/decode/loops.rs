@@ -464,7 +464,7 @@ impl Decoder {
                 }
                 n as u32
             }
-            None => crate::workload::trace::DEFAULT_BLOCK_TOKENS,
+            None => crate::data::trace::DEFAULT_BLOCK_TOKENS,
         };
         Some(TraceSpec {
             path: PathBuf::from(path),
