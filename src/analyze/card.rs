@@ -329,8 +329,11 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
             if pool.is_empty() {
                 pool = runs;
             }
-            pool.sort_by(|a, b| a.output_tokens_per_s.total_cmp(&b.output_tokens_per_s));
-            pool.get((pool.len() - 1) / 2).map(|s| (*s).clone())
+            // Fastest first, so that with an even number of runs the
+            // slower of the two middle ones stands for the level: a
+            // capacity is never overstated on a tie.
+            pool.sort_by(|a, b| b.output_tokens_per_s.total_cmp(&a.output_tokens_per_s));
+            crate::stats::median_of_sorted(&pool).map(|s| (*s).clone())
         })
         .collect()
 }

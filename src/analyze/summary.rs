@@ -849,7 +849,9 @@ pub fn steady_from_batch(trend: &[(u64, f64); BATCHES]) -> usize {
         return 0;
     }
     later.sort_by(f64::total_cmp);
-    let reference = later[later.len() / 2];
+    let reference = crate::stats::median_of_sorted(&later)
+        .copied()
+        .unwrap_or(0.0);
     if reference <= 0.0 {
         return 0;
     }
@@ -1032,10 +1034,10 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::stats::interval::Verdict;
     use crate::config::{Arrival, RatePerS, StopRule};
     use crate::exec::record::{RunFooter, RunHeader, TaskRecord, TokenSource};
     use crate::plan::RunPlan;
+    use crate::stats::interval::Verdict;
 
     pub(crate) fn header(load: Load, measure_from_ms: f64) -> RunHeader {
         let mode = match load {
