@@ -350,7 +350,7 @@ fn parse_shard(text: &str) -> Result<crate::plan::shard::ShardPart, String> {
 
 /// `--start-at`: an RFC 3339 instant.
 fn parse_instant(text: &str) -> Result<std::time::SystemTime, String> {
-    crate::profile::read::rfc3339_seconds(text)
+    crate::time::rfc3339_seconds(text)
         .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s.max(0.0)))
         .ok_or_else(|| format!("`{text}` is not an RFC 3339 instant (e.g. 2026-12-02T10:00:00Z)"))
 }

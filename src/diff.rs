@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analyze::{CapacityReport, Card, CrOpen, LatencyStats, RunSummary};
-use crate::report::format::{delta_pct, ms, rps, tokens_per_s};
+use crate::format::{delta_pct, ms, rps, tokens_per_s};
 use crate::report::{ReportError, parse_results_json};
 
 /// Relative changes below this are never "beyond noise": run-to-run effects

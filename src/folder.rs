@@ -365,7 +365,7 @@ pub fn recompute(
             .iter()
             .map(|(id, shards)| (id.as_str(), shards.as_slice()))
             .collect();
-        if let Some(note) = crate::shard::sharding_note(&runs) {
+        if let Some(note) = crate::analyze::sharding::sharding_note(&runs) {
             card.target_info.load_generator = Some(note.sentence);
             card.target_info.load_generator_warning = note.warning;
         }
@@ -399,7 +399,7 @@ pub fn recompute(
 /// A journal's RFC 3339 time in ms since the epoch (the parser `capcard
 /// profile` reads log timestamps with).
 fn rfc3339_ms(text: &str) -> Option<f64> {
-    crate::profile::read::rfc3339_seconds(text).map(|s| s * 1000.0)
+    crate::time::rfc3339_seconds(text).map(|s| s * 1000.0)
 }
 
 fn run_times(journal: &Journal, last_completed_ms: f64) -> analyze::wall_time::RunTimes {

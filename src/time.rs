@@ -91,6 +91,44 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_secs(days * 86_400 + h * 3600 + m * 60 + s))
 }
 
+/// Seconds since the Unix epoch of an RFC 3339 time such as
+/// `2026-03-01T12:00:00.250Z` or `2026-03-01 12:00:00+02:00` (a space for
+/// the `T`, as many logs write it, and a missing offset read as UTC).
+pub fn rfc3339_seconds(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (date, rest) = s.split_at_checked(10)?;
+    let mut parts = date.split('-');
+    let year: i64 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next()?.parse().ok()?;
+    let day: u32 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    // Split the offset off: `Z`, or the last `+`/`-`.
+    let (clock, offset_s) = if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
+        (clock, 0i64)
+    } else if let Some(at) = rest.rfind(['+', '-']) {
+        let (clock, offset) = rest.split_at(at);
+        let sign = if offset.starts_with('-') { -1 } else { 1 };
+        let mut hm = offset[1..].split(':');
+        let hours: i64 = hm.next()?.parse().ok()?;
+        let minutes: i64 = hm.next().unwrap_or("0").parse().ok()?;
+        (clock, sign * (hours * 3600 + minutes * 60))
+    } else {
+        (rest, 0)
+    };
+    let mut hms = clock.split(':');
+    let hour: i64 = hms.next()?.parse().ok()?;
+    let minute: i64 = hms.next()?.parse().ok()?;
+    let second: f64 = hms.next().unwrap_or("0").parse().ok()?;
+    if hour > 23 || minute > 59 || !(0.0..61.0).contains(&second) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some((days * 86_400 + hour * 3600 + minute * 60 - offset_s) as f64 + second)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +159,31 @@ mod tests {
         assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 CET"), None);
         assert_eq!(parse_http_date("120"), None);
+    }
+
+    #[test]
+    fn rfc3339_times_agree_with_known_epochs() {
+        assert_eq!(rfc3339_seconds("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(
+            rfc3339_seconds("2026-12-01T14:35:16Z"),
+            Some(1_796_135_716.0)
+        );
+        assert_eq!(
+            rfc3339_seconds("2026-12-01 16:35:16.5+02:00"),
+            Some(1_796_135_716.5)
+        );
+        assert_eq!(
+            rfc3339_seconds("2024-02-29T00:00:00"),
+            Some(1_709_164_800.0)
+        );
+        assert_eq!(rfc3339_seconds("yesterday"), None);
+        // What a journal writes reads back (cards time their runs with it).
+        for ms in [0u64, 951_782_400_123, 1_798_761_599_000] {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            let text = rfc3339_utc(t);
+            let back = rfc3339_seconds(&text).unwrap() * 1000.0;
+            assert!((back - ms as f64).abs() < 1e-3, "{text}: {back}");
+        }
+        assert_eq!(rfc3339_seconds("2026-13-01T00:00:00Z"), None);
     }
 }

@@ -15,12 +15,13 @@ use crate::exec::ErrorClass;
 use crate::TOOL_VERSION;
 use crate::config::{Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
 
-use super::search::{cr_open, fmt_rate};
+use super::search::cr_open;
 use super::slo::format_fraction;
 use super::{
     CapacityReport, Card, CrOpen, CrossP, LevelSpread, MeasuredTokens, RepeatSpread, RunSummary,
     SloSpread, TargetInfo, crossp, knee, sizing,
 };
+use crate::format::significant;
 
 /// The `schema` of `results.json`.
 pub const RESULTS_SCHEMA: &str = "capcard/results/v1";
@@ -308,7 +309,7 @@ fn by_level(closed: &[RunSummary]) -> BTreeMap<u32, Vec<&RunSummary>> {
 fn level_label(s: &RunSummary) -> String {
     match (s.concurrency, s.rate_rps) {
         (Some(c), _) => format!("c={c}"),
-        (_, Some(r)) => format!("{} rps", fmt_rate(r)),
+        (_, Some(r)) => format!("{} rps", significant(r)),
         _ => s.run_id.clone(),
     }
 }
@@ -328,8 +329,11 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
             if pool.is_empty() {
                 pool = runs;
             }
-            pool.sort_by(|a, b| a.output_tokens_per_s.total_cmp(&b.output_tokens_per_s));
-            pool.get((pool.len() - 1) / 2).map(|s| (*s).clone())
+            // Fastest first, so that with an even number of runs the
+            // slower of the two middle ones stands for the level: a
+            // capacity is never overstated on a tie.
+            pool.sort_by(|a, b| b.output_tokens_per_s.total_cmp(&a.output_tokens_per_s));
+            crate::stats::median_of_sorted(&pool).map(|s| (*s).clone())
         })
         .collect()
 }
@@ -558,7 +562,7 @@ fn closed_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>) {
         if *delta_throughput_pct < 0.0 {
             notes.push(format!(
                 "CrossP at c={concurrency} comes from a throughput drop ({}%): check the sweep for noise",
-                fmt_rate(*delta_throughput_pct)
+                significant(*delta_throughput_pct)
             ));
         }
     }
@@ -728,8 +732,8 @@ fn condition_notes(card: &Card, notes: &mut Vec<String>) {
             {
                 notes.push(format!(
                     "the server counted {} prompt tokens per call on average vs {} requested ({:+.1}%)",
-                    fmt_rate(reported),
-                    fmt_rate(requested),
+                    significant(reported),
+                    significant(requested),
                     100.0 * (reported - requested) / requested
                 ));
             }
@@ -747,13 +751,13 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
                 .open
                 .iter()
                 .filter(|s| !s.run_id.ends_with("--ext") && s.window_s > declared_s * 1.05)
-                .filter_map(|s| s.rate_rps.map(fmt_rate))
+                .filter_map(|s| s.rate_rps.map(significant))
                 .collect();
             if !lengthened.is_empty() && open.trace.is_none() {
                 notes.push(format!(
                     "open runs at {} rps were lengthened beyond the declared {}s to gather the {} calls the SLOs' highest percentile is judged on (at most {}×)",
                     lengthened.join(", "),
-                    fmt_rate(declared_s),
+                    significant(declared_s),
                     crate::plan::card_samples(
                         experiment,
                         &card.workload,
@@ -769,7 +773,7 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
         .iter()
         .filter(|s| s.kept_up == Some(false))
         .map(|s| {
-            let rate = s.rate_rps.map(fmt_rate).unwrap_or_default();
+            let rate = s.rate_rps.map(significant).unwrap_or_default();
             match s.completed_fraction {
                 Some(f) => format!("{rate} rps ({} finished)", format_fraction(f)),
                 None => format!("{rate} rps"),

@@ -24,11 +24,10 @@ use crate::config::Workload;
 use crate::plan::{ClassPlan, MixPlan};
 use crate::stats::LatencyStats;
 
-use super::interval::Verdict;
 use super::search::cr_open;
-use super::slo::{ClauseVerdict, SloVerdict};
-use super::summary::apply_run_state;
+use super::slo::{ClauseVerdict, SloVerdict, apply_run_state};
 use super::{CrOpen, RunState, RunSummary};
+use crate::stats::interval::Verdict;
 
 /// One class of a mix run (`closed[].classes[]`, `open[].classes[]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

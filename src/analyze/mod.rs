@@ -8,10 +8,12 @@
 pub mod card;
 pub mod crossp;
 pub mod frontier;
-pub mod interval;
+/// Moved down to the statistics leaf; kept at this path for callers.
+pub use crate::stats::interval;
 pub mod knee;
 pub mod mix;
 pub mod search;
+pub mod sharding;
 pub mod sizing;
 pub mod slo;
 pub mod summary;

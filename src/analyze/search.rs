@@ -52,9 +52,9 @@
 
 use std::collections::BTreeMap;
 
-use super::interval::Verdict;
-use super::slo::significant;
 use super::{CrClosed, CrOpen, RunSummary};
+use crate::format::significant;
+use crate::stats::interval::Verdict;
 
 /// Search state for all SLOs of one card.
 #[derive(Debug, Clone)]
@@ -420,7 +420,7 @@ pub fn cr_open(
             .inconclusive_rps
             .iter()
             .filter(|&&r| r > lo && r < hi)
-            .map(|&r| fmt_rate(r))
+            .map(|&r| significant(r))
             .collect()
     };
     result.note = match (pass, fail) {
@@ -434,12 +434,12 @@ pub fn cr_open(
             Some(if below.is_empty() {
                 format!(
                     "even {} rps, the lowest rate tested, failed{why}",
-                    fmt_rate(rate)
+                    significant(rate)
                 )
             } else {
                 format!(
                     "no rate passed conclusively: {} rps failed{why}; {} rps stayed inconclusive within the budget",
-                    fmt_rate(rate),
+                    significant(rate),
                     below.join(", ")
                 )
             })
@@ -449,7 +449,7 @@ pub fn cr_open(
             Some(format!(
                 "inconclusive within the budget at every rate tested ({} rps){}",
                 runs.iter()
-                    .map(|r| fmt_rate(r.0))
+                    .map(|r| significant(r.0))
                     .collect::<Vec<_>>()
                     .join(", "),
                 if first.is_empty() {
@@ -470,15 +470,15 @@ pub fn cr_open(
             Some(match max_rps {
                 Some(max) if rate >= max * (1.0 - 1e-9) => format!(
                     "Cr_open ≥ {} rps: the search ceiling passed; raise `max`",
-                    fmt_rate(rate)
+                    significant(rate)
                 ),
                 Some(_) => format!(
                     "Cr_open ≥ {} rps: no tested rate failed{undecided}",
-                    fmt_rate(rate)
+                    significant(rate)
                 ),
                 None => format!(
                     "Cr_open ≥ {} rps: no rate of the grid failed{undecided}; add higher rates",
-                    fmt_rate(rate)
+                    significant(rate)
                 ),
             })
         }
@@ -493,23 +493,23 @@ pub fn cr_open(
                     "the precision asked for was not reached: {} rps stayed inconclusive \
                      within the budget, so Cr_open lies between {} and {} rps",
                     between.join(", "),
-                    fmt_rate(pass_rate),
-                    fmt_rate(fail_rate)
+                    significant(pass_rate),
+                    significant(fail_rate)
                 ))
             } else if let Some(r) = above_fail {
                 Some(format!(
                     "passed again at {} rps, above the failure at {} rps: results are not \
                      monotonic (noise, or an unstable replica); Cr_open is taken below the \
                      lowest failure",
-                    fmt_rate(r.0),
-                    fmt_rate(fail_rate)
+                    significant(r.0),
+                    significant(fail_rate)
                 ))
             } else if result.precision_reached == Some(false) {
                 Some(format!(
                     "the precision asked for was not reached within the search's runs: \
                      Cr_open lies between {} and {} rps",
-                    fmt_rate(pass_rate),
-                    fmt_rate(fail_rate)
+                    significant(pass_rate),
+                    significant(fail_rate)
                 ))
             } else {
                 None
@@ -538,11 +538,6 @@ pub fn round_rate(rate: f64) -> f64 {
 /// rounded like every rate they pick.
 pub(crate) fn same_rate(a: f64, b: f64) -> bool {
     round_rate(a) == round_rate(b)
-}
-
-/// `4.0` → `"4"`, `0.5` → `"0.5"`, `12.34` → `"12.3"`.
-pub fn fmt_rate(rate: f64) -> String {
-    significant(rate)
 }
 
 #[cfg(test)]
@@ -717,8 +712,8 @@ mod tests {
         assert_eq!(round_rate(12.345), 12.3);
         assert_eq!(round_rate(0.123456), 0.123);
         assert_eq!(round_rate(1234.5), 1230.0);
-        assert_eq!(fmt_rate(0.5), "0.5");
-        assert_eq!(fmt_rate(4.0), "4");
+        assert_eq!(significant(0.5), "0.5");
+        assert_eq!(significant(4.0), "4");
     }
 
     fn open_run(rate: f64, pass: bool) -> RunSummary {
@@ -1031,5 +1026,103 @@ mod tests {
             ..run
         };
         assert!(!needs_extension(&invalid, &["chat".to_string()]));
+    }
+
+    /// The plan's bound on a search's runs is the search's own (the plan
+    /// sits below the analysis, so the check lives here, where both are seen).
+    #[test]
+    fn the_plans_bound_is_the_searchs_own() {
+        use crate::quantity::{Fraction, RatePerS};
+        assert_eq!(
+            crate::plan::search_max_runs(RatePerS(0.5), RatePerS(64.0), Fraction(0.05), 2),
+            Search::new(0.5, 64.0, 0.05, None, vec!["a".into(), "b".into()]).max_runs()
+        );
+    }
+
+    /// The typical count against the search itself: Cr_open spread evenly
+    /// in log over `[min, max]`, an oracle that passes every rate at or
+    /// below it, and the search's mean number of runs.
+    #[test]
+    fn the_typical_count_is_what_the_search_takes_on_average() {
+        use crate::plan::search_typical_runs;
+        use crate::quantity::{Fraction, RatePerS};
+        let runs_until_done = |min: f64, max: f64, p: f64, crs: &[f64], start: Option<f64>| {
+            let names: Vec<String> = (0..crs.len()).map(|i| format!("s{i}")).collect();
+            let mut search = Search::new(min, max, p, start, names.clone());
+            let mut n = 0;
+            while let Some(rate) = search.next_rate() {
+                let verdicts = names
+                    .iter()
+                    .zip(crs)
+                    .map(|(name, &cr)| {
+                        let v = if rate <= cr {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail
+                        };
+                        (name.clone(), v)
+                    })
+                    .collect();
+                search.record(rate, &verdicts);
+                n += 1;
+            }
+            n
+        };
+        for (min, max, p) in [
+            (1.0f64, 200.0f64, 0.1),
+            (0.05, 8.0, 0.05),
+            (0.5, 64.0, 0.05),
+            (2.0, 8.0, 0.02),
+            (1.0, 400.0, 0.25),
+            (1.0, 3.0, 0.1),
+        ] {
+            // A narrow range leaves a looser second SLO passing at `max`
+            // (no bisection): the formula assumes each SLO finds its
+            // Cr_open inside.
+            let slo_counts: &[usize] = if max / min >= 64.0 { &[1, 2] } else { &[1] };
+            for &slos in slo_counts {
+                let quantiles = 200;
+                let (mut middle, mut closed) = (0.0, 0.0);
+                for k in 0..quantiles {
+                    let q = (f64::from(k) + 0.5) / f64::from(quantiles);
+                    let cr = min * (max / min).powf(q);
+                    // A second SLO twice as loose as the first.
+                    let crs: Vec<f64> = (0..slos).map(|i| cr * 2f64.powi(i as i32)).collect();
+                    middle += f64::from(runs_until_done(min, max, p, &crs, None));
+                    // The closed sweep's start (Little's law at the knee)
+                    // sits above Cr_open, by less than a factor 2: spread
+                    // over 1.05–1.95, in another order than Cr_open.
+                    let spread = f64::from((k * 37) % quantiles) / f64::from(quantiles);
+                    let start = cr * (1.05 + 0.9 * spread);
+                    closed += f64::from(runs_until_done(min, max, p, &crs, Some(start)));
+                }
+                let (middle, closed) =
+                    (middle / f64::from(quantiles), closed / f64::from(quantiles));
+                let typical = |from_closed| {
+                    f64::from(search_typical_runs(
+                        RatePerS(min),
+                        RatePerS(max),
+                        Fraction(p),
+                        slos,
+                        from_closed,
+                    ))
+                };
+                assert!(
+                    (typical(false) - middle).abs() <= 1.0,
+                    "[{min}, {max}] at {p}, {slos} SLOs: typical {} vs the search's mean {middle}",
+                    typical(false)
+                );
+                assert!(
+                    (typical(true) - closed).abs() <= 1.0,
+                    "[{min}, {max}] at {p}, {slos} SLOs from a closed sweep: typical {} vs {closed}",
+                    typical(true)
+                );
+            }
+        }
+        // One rate: one run.
+        assert_eq!(
+            search_typical_runs(RatePerS(4.0), RatePerS(4.0), Fraction(0.05), 1, false),
+            1
+        );
     }
 }

@@ -25,8 +25,8 @@
 
 use crate::config::{Cost, SizingSpec, SizingTarget};
 
-use super::search::fmt_rate;
 use super::{CrClosed, CrOpen, SizingRow};
+use crate::format::significant;
 
 /// One row per sizing target, in the order of the spec.
 pub fn size(
@@ -80,7 +80,7 @@ pub fn size(
             if cr.is_some() && replicas.is_none() {
                 note = Some(format!(
                     "headroom {}% leaves no usable capacity: no replica count",
-                    fmt_rate(headroom * 100.0)
+                    significant(headroom * 100.0)
                 ));
             }
             SizingRow {
@@ -119,7 +119,7 @@ fn open_capacity(cr_open: &[CrOpen], key: &str, what: &str) -> (Option<f64>, Opt
         Some(c) if c.at_least => Some(format!(
             "Cr_open for {what} is only a lower bound (≥ {} rps): \
              the count may be higher than needed",
-            c.rps.map(fmt_rate).unwrap_or_default()
+            c.rps.map(significant).unwrap_or_default()
         )),
         Some(_) => None,
     };

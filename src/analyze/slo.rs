@@ -5,7 +5,7 @@
 //!
 //! - A **percentile** bound (`ttft p99="1s"`) is judged on the order-statistic
 //!   interval of the percentile, widened for correlated samples by batch
-//!   means ([`interval`](super::interval)): pass when the whole interval is
+//!   means ([`interval`](crate::stats::interval)): pass when the whole interval is
 //!   within the bound, fail when the whole interval is beyond it.
 //! - A **failed call counts beyond every latency bound** of the SLO: a
 //!   timeout is exactly the tail a percentile is there to bound. Each failed
@@ -33,9 +33,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{RequestRecord, TaskRecord};
+use crate::format::significant;
 use crate::stats::StatsAccumulator;
 
-use super::interval::{self, BatchCounts, BatchSums, Verdict};
+use crate::stats::interval::{self, BatchCounts, BatchSums, Verdict};
 
 /// Whether a run met an SLO, and why (`open[].verdicts[]` in results.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -542,6 +543,42 @@ pub fn request_meets(record: &RequestRecord, slo: &Slo, gaps: &mut StatsAccumula
     })
 }
 
+/// What the run as a whole adds to a verdict on its clauses: an overloaded
+/// or invalid run fails, a backlogged one cannot pass.
+pub fn apply_run_state(verdict: &mut SloVerdict, summary: &super::RunSummary) {
+    let why = summary.state_reason.clone().unwrap_or_default();
+    match summary.state {
+        super::RunState::Overloaded => {
+            verdict.overrule(Verdict::Fail, format!("overloaded: {why}"));
+        }
+        super::RunState::Backlogged => {
+            verdict.overrule(Verdict::Inconclusive, format!("backlogged: {why}"));
+        }
+        super::RunState::Stable => {}
+    }
+    if summary.invalid {
+        verdict.overrule(
+            Verdict::Fail,
+            format!(
+                "invalid run: {} of {} calls failed",
+                summary.errors,
+                summary.errors + summary.requests
+            ),
+        );
+    } else if summary.rate_limited_calls > 0 {
+        // The rate cannot be promised through this quota; what capped it is
+        // the provider's limit, which the card says in so many words.
+        verdict.overrule(
+            Verdict::Fail,
+            format!(
+                "rate limited: {} of {} calls were refused for a quota",
+                summary.rate_limited_calls,
+                summary.errors + summary.requests
+            ),
+        );
+    }
+}
+
 /// The clause's statistic over one call's own inter-chunk gaps.
 fn own_itl(gaps: &[f32], stat: Stat, scratch: &mut StatsAccumulator) -> Option<f64> {
     if gaps.is_empty() {
@@ -570,21 +607,6 @@ pub fn format_ms(ms: f64) -> String {
 /// `0.005` → `"0.5%"`.
 pub fn format_fraction(fraction: f64) -> String {
     format!("{}%", significant(fraction * 100.0))
-}
-
-/// Three significant digits, trailing zeros dropped: `4.0` → `"4"`.
-pub(crate) fn significant(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    let decimals = (2 - magnitude).max(0) as usize;
-    let text = format!("{x:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
 }
 
 #[cfg(test)]

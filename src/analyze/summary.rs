@@ -62,9 +62,9 @@ use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{ErrorClass, Journal, RequestRecord, RunFooter, RunHeader, TaskRecord};
 use crate::plan::{Load, Mode};
 
-use super::interval::{self, BATCHES, Verdict, batch_of};
 use super::slo::{self, SloEvidence};
 use super::{RunState, RunSummary};
+use crate::stats::interval::{self, BATCHES, batch_of};
 pub use crate::stats::latency_stats;
 use crate::stats::{LatencyStats, StatsAccumulator};
 
@@ -632,7 +632,7 @@ impl<'a> RunAccumulator<'a> {
             };
             for ((slo, good), evidence) in slos.iter().zip(&self.good).zip(&self.evidence) {
                 let mut verdict = evidence.judge(slo, values, self.confidence, self.has_tasks);
-                apply_run_state(&mut verdict, &summary);
+                slo::apply_run_state(&mut verdict, &summary);
                 summary.verdicts.push(verdict);
                 summary
                     .goodput_rps
@@ -640,42 +640,6 @@ impl<'a> RunAccumulator<'a> {
             }
         }
         summary
-    }
-}
-
-/// What the run as a whole adds to a verdict on its clauses: an overloaded
-/// or invalid run fails, a backlogged one cannot pass.
-pub fn apply_run_state(verdict: &mut slo::SloVerdict, summary: &RunSummary) {
-    let why = summary.state_reason.clone().unwrap_or_default();
-    match summary.state {
-        RunState::Overloaded => {
-            verdict.overrule(Verdict::Fail, format!("overloaded: {why}"));
-        }
-        RunState::Backlogged => {
-            verdict.overrule(Verdict::Inconclusive, format!("backlogged: {why}"));
-        }
-        RunState::Stable => {}
-    }
-    if summary.invalid {
-        verdict.overrule(
-            Verdict::Fail,
-            format!(
-                "invalid run: {} of {} calls failed",
-                summary.errors,
-                summary.errors + summary.requests
-            ),
-        );
-    } else if summary.rate_limited_calls > 0 {
-        // The rate cannot be promised through this quota; what capped it is
-        // the provider's limit, which the card says in so many words.
-        verdict.overrule(
-            Verdict::Fail,
-            format!(
-                "rate limited: {} of {} calls were refused for a quota",
-                summary.rate_limited_calls,
-                summary.errors + summary.requests
-            ),
-        );
     }
 }
 
@@ -885,7 +849,9 @@ pub fn steady_from_batch(trend: &[(u64, f64); BATCHES]) -> usize {
         return 0;
     }
     later.sort_by(f64::total_cmp);
-    let reference = later[later.len() / 2];
+    let reference = crate::stats::median_of_sorted(&later)
+        .copied()
+        .unwrap_or(0.0);
     if reference <= 0.0 {
         return 0;
     }
@@ -1071,6 +1037,7 @@ pub(crate) mod tests {
     use crate::config::{Arrival, RatePerS, StopRule};
     use crate::exec::record::{RunFooter, RunHeader, TaskRecord, TokenSource};
     use crate::plan::RunPlan;
+    use crate::stats::interval::Verdict;
 
     pub(crate) fn header(load: Load, measure_from_ms: f64) -> RunHeader {
         let mode = match load {

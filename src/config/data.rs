@@ -6,8 +6,8 @@
 //! Kept apart from `decode` so [`super::parse`] stays pure (tests and tools
 //! parse experiments that name files they do not have), while
 //! [`super::load`] — what `check`, `plan`, `run` and `report` use — reads
-//! every data file once, parses it with [`crate::workload::dataset`] /
-//! [`crate::workload::trace`], and stores the result in an `Arc` in the
+//! every data file once, parses it with [`crate::data::dataset`] /
+//! [`crate::data::trace`], and stores the result in an `Arc` in the
 //! model, so every task generator of every run shares it. A missing or
 //! malformed file is a diagnostic at the path string in the experiment,
 //! with the file's first bad line in the message.
@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use super::diag::{ConfigDiagnostic, ConfigError, Source};
 use super::model::{Dist, DistKind, Experiment, RatePerS, RateSelection, Span};
-use crate::workload::dataset::{self, Dataset};
-use crate::workload::tokenize::PromptTokenizer;
-use crate::workload::trace;
+use crate::data::dataset::{self, Dataset};
+use crate::data::tokenizer::PromptTokenizer;
+use crate::data::trace;
 
 const TOOLS_HELP: &str = "a tools file is a JSON array of OpenAI tool definitions: [{\"type\": \"function\", \"function\": {\"name\": \"search\", \"parameters\": {...}}}]";
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::model::Stat;
+use crate::stats::Stat;
 
 /// A value that does not follow one of the unit grammars: what was wrong
 /// (`message`) and how to write it instead (`help`).
@@ -175,35 +175,10 @@ pub fn parse_stat(key: &str) -> Result<Stat, UnitError> {
     Ok(Stat::Percentile(value))
 }
 
-/// Renders seconds the way a user would write them in a file: `"250ms"`,
-/// `"4s"`, `"1.5s"`, `"2m"`, `"90s"`.
-pub fn format_secs(secs: f64) -> String {
-    if secs == 0.0 {
-        return "0s".to_string();
-    }
-    if secs < 1e-3 {
-        return format!("{}us", trim_float(secs * 1e6));
-    }
-    if secs < 1.0 {
-        return format!("{}ms", trim_float(secs * 1e3));
-    }
-    if secs >= 3600.0 && (secs / 3600.0).fract() == 0.0 {
-        return format!("{}h", secs / 3600.0);
-    }
-    if secs >= 60.0 && (secs / 60.0).fract() == 0.0 {
-        return format!("{}m", secs / 60.0);
-    }
-    format!("{}s", trim_float(secs))
-}
-
-/// Drops float noise (`0.30000000000000004` → `0.3`) without losing real digits.
-fn trim_float(value: f64) -> f64 {
-    (value * 1e6).round() / 1e6
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::duration_literal;
 
     #[test]
     fn durations_with_every_unit() {
@@ -294,17 +269,17 @@ mod tests {
 
     #[test]
     fn formatting_round_trips_common_values() {
-        assert_eq!(format_secs(0.25), "250ms");
-        assert_eq!(format_secs(4.0), "4s");
-        assert_eq!(format_secs(1.5), "1.5s");
-        assert_eq!(format_secs(120.0), "2m");
-        assert_eq!(format_secs(90.0), "90s");
-        assert_eq!(format_secs(7200.0), "2h");
-        assert_eq!(format_secs(0.0), "0s");
-        assert_eq!(format_secs(2e-5), "20us");
+        assert_eq!(duration_literal(0.25), "250ms");
+        assert_eq!(duration_literal(4.0), "4s");
+        assert_eq!(duration_literal(1.5), "1.5s");
+        assert_eq!(duration_literal(120.0), "2m");
+        assert_eq!(duration_literal(90.0), "90s");
+        assert_eq!(duration_literal(7200.0), "2h");
+        assert_eq!(duration_literal(0.0), "0s");
+        assert_eq!(duration_literal(2e-5), "20us");
         for text in ["250ms", "4s", "1.5s", "2m", "90s", "2h"] {
             let secs = parse_duration(text).unwrap().as_secs_f64();
-            assert_eq!(format_secs(secs), text);
+            assert_eq!(duration_literal(secs), text);
         }
     }
 }

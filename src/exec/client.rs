@@ -47,7 +47,7 @@ pub(crate) struct HttpTarget {
     pub transport: Transport,
     pub timeout: Duration,
     /// Counts output tokens when the server reports no usage.
-    pub tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    pub tokenizer: Option<std::sync::Arc<crate::data::tokenizer::PromptTokenizer>>,
     /// The stream's format (chunks, or the Responses API's events).
     pub wire: super::stream::Wire,
 }

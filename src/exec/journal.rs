@@ -361,6 +361,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<JournalLine, serde_json::Error> {
     serde_json::from_slice::<JournalLine>(bytes)
 }
 
+/// The journal's timestamps are the time leaf's; kept at this path for callers.
 pub use crate::time::rfc3339_utc;
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ impl Live {
             return None;
         }
         values.sort_by(f32::total_cmp);
-        Some(values[values.len() / 2])
+        crate::stats::median_of_sorted(&values).copied()
     }
 }
 

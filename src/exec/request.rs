@@ -21,10 +21,10 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::config::{Api, Workload};
+use crate::data::tokenizer::PromptTokenizer;
+use crate::data::trace::Trace;
 use crate::workload::classes::{ClassStream, ClassedGenerator};
 use crate::workload::prompt::{TokenIdRange, WordList};
-use crate::workload::tokenize::PromptTokenizer;
-use crate::workload::trace::Trace;
 use crate::workload::{CallSpec, Message, Role, Task, TaskGenerator, prompt};
 
 /// A rendered prompt.

@@ -661,7 +661,7 @@ pub(crate) async fn run(
         }
         None => (Instant::now(), None),
     };
-    let started_at = journal::rfc3339_utc(SystemTime::now());
+    let started_at = crate::time::rfc3339_utc(SystemTime::now());
     let part = options.shard.as_ref().map(|s| s.part);
     let measure_from = t0 + run.warmup;
     let measure_from_ms = run.warmup.as_secs_f64() * 1e3;
@@ -834,7 +834,7 @@ pub(crate) async fn run(
         arrivals_ms,
         inflight_samples,
         interrupted,
-        finished_at: journal::rfc3339_utc(SystemTime::now()),
+        finished_at: crate::time::rfc3339_utc(SystemTime::now()),
         connections_opened: ctx.target.transport.connections_opened(),
         stopped_early,
     }));

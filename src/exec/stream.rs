@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use super::record::{ErrorClass, RequestRecord, TokenSource};
 use super::sse::SseEvent;
-use crate::workload::tokenize::PromptTokenizer;
+use crate::data::tokenizer::PromptTokenizer;
 
 /// `ms` rounded to the microsecond: the clock's useful resolution, and what
 /// keeps journal lines short.

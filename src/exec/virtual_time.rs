@@ -205,7 +205,7 @@ pub fn simulate(
     let measure_from_ms = run.warmup.as_secs_f64() * 1e3;
     sink(JournalLine::Run(RunHeader {
         run: run.clone(),
-        started_at: journal::rfc3339_utc(SystemTime::now()),
+        started_at: crate::time::rfc3339_utc(SystemTime::now()),
         model: target.model.clone(),
         measure_from_ms,
         content_nonce: source.content_nonce(),
@@ -231,7 +231,7 @@ pub fn simulate(
         arrivals_ms: outcome.arrivals_ms,
         inflight_samples: std::mem::take(&mut sim.inflight_samples),
         interrupted: outcome.interrupted,
-        finished_at: journal::rfc3339_utc(SystemTime::now()),
+        finished_at: crate::time::rfc3339_utc(SystemTime::now()),
         connections_opened: None,
         stopped_early: outcome.stopped_early,
     };
@@ -414,7 +414,7 @@ impl<'a> Sim<'a> {
         let engines = (0..replicas)
             .map(|r| {
                 // Replicas draw their own tokens, as separate servers do.
-                let seed = crate::workload::mix(target.seed, r as u64);
+                let seed = crate::hash::mix(target.seed, r as u64);
                 Engine::new(&target.preset, if r == 0 { target.seed } else { seed })
             })
             .collect();

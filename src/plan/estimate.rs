@@ -64,16 +64,12 @@
 //! the target answered `requests` stops slower than assumed, or the
 //! machine stalled.
 
-use std::time::Duration;
-
 use crate::config::{Experiment, RatePerS, StopRule, Workload};
 use crate::workload::{TaskGenerator, TaskSpec};
 
-use super::extension::{Extendable, extension_budget, extensions_bound_s};
+use super::extension::{DRAIN_ALLOWANCE, Extendable, extension_budget, extensions_bound_s};
 use super::{Load, OpenPlan, RunPlan};
 
-/// Time allowed per run for in-flight calls to finish after the measured window.
-pub const DRAIN_ALLOWANCE: Duration = Duration::from_secs(2);
 /// Assumed fixed part of one call (queueing, prefill), for `requests` stops.
 pub const ASSUMED_CALL_OVERHEAD_S: f64 = 0.5;
 /// Assumed decode time per output token, for `requests` stops.
@@ -319,6 +315,8 @@ pub fn measured_s(stop: StopRule, load: &Load, profile: &WorkloadProfile) -> f64
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::config::{Agent, Arrival, Conversation, Dist, RatePerS};
     use crate::plan::Mode;

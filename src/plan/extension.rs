@@ -32,8 +32,10 @@ use std::time::Duration;
 
 use crate::config::{Experiment, StopRule};
 
-use super::estimate::DRAIN_ALLOWANCE;
 use super::{Load, OpenPlan, RunPlan};
+
+/// Time allowed per run for in-flight calls to finish after the measured window.
+pub const DRAIN_ALLOWANCE: Duration = Duration::from_secs(2);
 
 /// An extension runs this many times the planned measured time.
 pub const EXTENSION_FACTOR: u32 = 4;

@@ -23,10 +23,11 @@ pub mod shard;
 mod table;
 
 pub use estimate::{
-    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, PROFILE_TASKS, WallTime,
-    WorkloadProfile,
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, PROFILE_TASKS, WallTime, WorkloadProfile,
 };
-pub use extension::{EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time};
+pub use extension::{
+    DRAIN_ALLOWANCE, EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time,
+};
 pub use table::{human_duration, render_table};
 
 use std::time::Duration;
@@ -34,7 +35,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Arrival, Experiment, Fraction, RatePerS, RateSelection, StopRule};
-use crate::workload::{hash_str, mix};
+use crate::hash::{hash_str, mix};
 
 /// `schema` of `plan.json`.
 pub const SCHEMA: &str = "capcard/plan/v1";
@@ -226,7 +227,7 @@ pub fn mix_card_name(mix: &str, weights: &[f64], declared: bool) -> String {
     }
     let weights: Vec<String> = weights
         .iter()
-        .map(|w| crate::analyze::search::fmt_rate(*w))
+        .map(|w| crate::format::significant(*w))
         .collect();
     format!("{mix}@{}", weights.join("-"))
 }
@@ -510,9 +511,9 @@ pub const MAX_SAMPLE_LENGTHENING: f64 = 4.0;
 /// Calls (tasks) an open run should hold for `slos` to be judged at
 /// `confidence`: [`SAMPLE_MARGIN`] × the fewest samples giving the highest
 /// percentile among their latency clauses an upper bound
-/// ([`crate::analyze::interval::min_samples_for_upper_bound`]: 36 for a p90
+/// ([`crate::stats::interval::min_samples_for_upper_bound`]: 36 for a p90
 /// at 95%, 368 for a p99), or that let an error-rate bound pass with no
-/// failure ([`crate::analyze::interval::min_samples_for_proportion_bound`]:
+/// failure ([`crate::stats::interval::min_samples_for_proportion_bound`]:
 /// 765 for 0.5%) — without them an error rate of 0 stays inconclusive; 0
 /// without such clauses.
 pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
@@ -522,7 +523,7 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
             crate::config::SloClause::Latency {
                 stat: crate::config::Stat::Percentile(p),
                 ..
-            } => Some(crate::analyze::interval::min_samples_for_upper_bound(
+            } => Some(crate::stats::interval::min_samples_for_upper_bound(
                 p / 100.0,
                 confidence,
             )),
@@ -535,7 +536,7 @@ pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
     let error_rates = clauses()
         .filter_map(|clause| match clause {
             crate::config::SloClause::ErrorRate { max } if max.0 > 0.0 => Some(
-                crate::analyze::interval::min_samples_for_proportion_bound(max.0, confidence),
+                crate::stats::interval::min_samples_for_proportion_bound(max.0, confidence),
             ),
             _ => None,
         })
@@ -830,7 +831,7 @@ mod trace_stop_tests {
         let rows: String = (0..11)
             .map(|i| format!("{{\"timestamp\": {}, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": []}}\n", i * 1000))
             .collect();
-        let trace = crate::workload::trace::parse_trace(&rows, "t").unwrap();
+        let trace = crate::data::trace::parse_trace(&rows, "t").unwrap();
         assert_eq!(trace.span_s(), 10.0);
         let open = OpenSpec {
             arrival: Arrival::Trace,
@@ -1324,12 +1325,6 @@ mod tests {
             3 + 2 * 15,
             "precision floored at 1e-4"
         );
-        // The plan's bound is the search's own.
-        assert_eq!(
-            bound(0.5, 64.0, 0.05, 2),
-            crate::analyze::Search::new(0.5, 64.0, 0.05, None, vec!["a".into(), "b".into()])
-                .max_runs()
-        );
     }
 
     #[test]
@@ -1539,93 +1534,6 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 10, "only {checked} examples");
-    }
-
-    /// The typical count against the search itself: Cr_open spread evenly
-    /// in log over `[min, max]`, an oracle that passes every rate at or
-    /// below it, and the search's mean number of runs.
-    #[test]
-    fn the_typical_count_is_what_the_search_takes_on_average() {
-        use crate::analyze::Verdict;
-        use crate::analyze::search::Search;
-        let runs_until_done = |min: f64, max: f64, p: f64, crs: &[f64], start: Option<f64>| {
-            let names: Vec<String> = (0..crs.len()).map(|i| format!("s{i}")).collect();
-            let mut search = Search::new(min, max, p, start, names.clone());
-            let mut n = 0;
-            while let Some(rate) = search.next_rate() {
-                let verdicts = names
-                    .iter()
-                    .zip(crs)
-                    .map(|(name, &cr)| {
-                        let v = if rate <= cr {
-                            Verdict::Pass
-                        } else {
-                            Verdict::Fail
-                        };
-                        (name.clone(), v)
-                    })
-                    .collect();
-                search.record(rate, &verdicts);
-                n += 1;
-            }
-            n
-        };
-        for (min, max, p) in [
-            (1.0f64, 200.0f64, 0.1),
-            (0.05, 8.0, 0.05),
-            (0.5, 64.0, 0.05),
-            (2.0, 8.0, 0.02),
-            (1.0, 400.0, 0.25),
-            (1.0, 3.0, 0.1),
-        ] {
-            // A narrow range leaves a looser second SLO passing at `max`
-            // (no bisection): the formula assumes each SLO finds its
-            // Cr_open inside.
-            let slo_counts: &[usize] = if max / min >= 64.0 { &[1, 2] } else { &[1] };
-            for &slos in slo_counts {
-                let quantiles = 200;
-                let (mut middle, mut closed) = (0.0, 0.0);
-                for k in 0..quantiles {
-                    let q = (f64::from(k) + 0.5) / f64::from(quantiles);
-                    let cr = min * (max / min).powf(q);
-                    // A second SLO twice as loose as the first.
-                    let crs: Vec<f64> = (0..slos).map(|i| cr * 2f64.powi(i as i32)).collect();
-                    middle += f64::from(runs_until_done(min, max, p, &crs, None));
-                    // The closed sweep's start (Little's law at the knee)
-                    // sits above Cr_open, by less than a factor 2: spread
-                    // over 1.05–1.95, in another order than Cr_open.
-                    let spread = f64::from((k * 37) % quantiles) / f64::from(quantiles);
-                    let start = cr * (1.05 + 0.9 * spread);
-                    closed += f64::from(runs_until_done(min, max, p, &crs, Some(start)));
-                }
-                let (middle, closed) =
-                    (middle / f64::from(quantiles), closed / f64::from(quantiles));
-                let typical = |from_closed| {
-                    f64::from(search_typical_runs(
-                        RatePerS(min),
-                        RatePerS(max),
-                        Fraction(p),
-                        slos,
-                        from_closed,
-                    ))
-                };
-                assert!(
-                    (typical(false) - middle).abs() <= 1.0,
-                    "[{min}, {max}] at {p}, {slos} SLOs: typical {} vs the search's mean {middle}",
-                    typical(false)
-                );
-                assert!(
-                    (typical(true) - closed).abs() <= 1.0,
-                    "[{min}, {max}] at {p}, {slos} SLOs from a closed sweep: typical {} vs {closed}",
-                    typical(true)
-                );
-            }
-        }
-        // One rate: one run.
-        assert_eq!(
-            search_typical_runs(RatePerS(4.0), RatePerS(4.0), Fraction(0.05), 1, false),
-            1
-        );
     }
 
     #[test]

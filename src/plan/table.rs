@@ -8,13 +8,12 @@ use std::fmt::Write as _;
 use crate::config::{
     ArrivalUnit, Experiment, Fraction, LatencyMetric, Sample, Slo, SloClause, StopRule,
 };
-use crate::workload::dataset::LengthStats;
+use crate::data::dataset::LengthStats;
 
 use super::estimate::{
-    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, DRAIN_ALLOWANCE, WallTime,
-    WorkloadProfile, run_s,
+    ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, WallTime, WorkloadProfile, run_s,
 };
-use super::extension::{Extendable, extension_budget, extensions_bound_s};
+use super::extension::{DRAIN_ALLOWANCE, Extendable, extension_budget, extensions_bound_s};
 use super::{CardPlan, Load, OpenPlan, Plan, RunPlan, workload_seed};
 
 /// The plan as a table: per card a header, the closed sweep, the open runs

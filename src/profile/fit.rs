@@ -237,7 +237,7 @@ pub fn ks_statistic(xs: &[f64], cdf: impl Fn(f64) -> Option<f64>) -> f64 {
 }
 
 /// The CDF `P(X ≤ x)` of a distribution at `x`, before any `min`/`max`
-/// clamp: the law [`crate::workload::dist::sample`] draws from. `fixed` is
+/// clamp: the law [`crate::dist::sample`] draws from. `fixed` is
 /// a step at its value, `uniform` is continuous on `[min, max]` (count
 /// draws round it, like every other kind), and `empirical` is the step CDF
 /// of its weighted points, with weights read as the sampler reads them.

@@ -400,7 +400,7 @@ fn percent(f: f64) -> String {
 
 /// `12345` → `12,345`, as the cards write counts.
 fn group(n: usize) -> String {
-    crate::report::format::num(n as f64, 0)
+    crate::format::num(n as f64, 0)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use thiserror::Error;
 use super::read::{Log, read_log};
 use super::times::TimeUnit;
 use super::{Profile, Samples, kdl, profile, report};
-use crate::workload::dataset::DatasetError;
+use crate::data::dataset::DatasetError;
 
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum ProfileError {

@@ -6,7 +6,7 @@
 //! The format is detected by content, like `dataset`:
 //! - a first non-blank character other than `{` or `[`: a CSV with a header
 //!   row — BurstGPT (parsed as for `arrival trace`, see
-//!   [`crate::workload::trace`]);
+//!   [`crate::data::trace`]);
 //! - JSONL whose first record has `"kind": "run"`: a capcard journal
 //!   (`runs/<id>.jsonl` of a results folder), one record per call, the task
 //!   as the session;
@@ -58,8 +58,8 @@ use std::hash::{Hash, Hasher};
 use serde_json::Value;
 
 use super::times::{self, TimeField, TimeRole, TimeUnit};
-use crate::workload::dataset::{self, DatasetError, EntryPrompt, approx_tokens};
-use crate::workload::trace;
+use crate::data::dataset::{self, DatasetError, EntryPrompt, approx_tokens};
+use crate::data::trace;
 
 /// Words per prefix block of a text prompt (≈ tokens, by the word rule).
 pub const TEXT_BLOCK_WORDS: usize = 16;
@@ -705,61 +705,11 @@ fn logged_time(value: &Value, key: &str) -> Result<LoggedTime, String> {
             .filter(|t| t.is_finite() && *t >= 0.0)
             .map(LoggedTime::Number)
             .ok_or_else(|| format!("`{key}` must be a non-negative number")),
-        Value::String(s) => rfc3339_seconds(s)
+        Value::String(s) => crate::time::rfc3339_seconds(s)
             .map(LoggedTime::Rfc3339Seconds)
             .ok_or_else(|| format!("`{key}` is neither a number nor an RFC 3339 time: {s:?}")),
         other => Err(format!("`{key}` must be a number or a string, got {other}")),
     }
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 time such as
-/// `2026-03-01T12:00:00.250Z` or `2026-03-01 12:00:00+02:00` (a space for
-/// the `T`, as many logs write it, and a missing offset read as UTC).
-pub fn rfc3339_seconds(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let (date, rest) = s.split_at_checked(10)?;
-    let mut parts = date.split('-');
-    let year: i64 = parts.next()?.parse().ok()?;
-    let month: u32 = parts.next()?.parse().ok()?;
-    let day: u32 = parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let rest = rest.strip_prefix(['T', 't', ' '])?;
-    // Split the offset off: `Z`, or the last `+`/`-`.
-    let (clock, offset_s) = if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
-        (clock, 0i64)
-    } else if let Some(at) = rest.rfind(['+', '-']) {
-        let (clock, offset) = rest.split_at(at);
-        let sign = if offset.starts_with('-') { -1 } else { 1 };
-        let mut hm = offset[1..].split(':');
-        let hours: i64 = hm.next()?.parse().ok()?;
-        let minutes: i64 = hm.next().unwrap_or("0").parse().ok()?;
-        (clock, sign * (hours * 3600 + minutes * 60))
-    } else {
-        (rest, 0)
-    };
-    let mut hms = clock.split(':');
-    let hour: i64 = hms.next()?.parse().ok()?;
-    let minute: i64 = hms.next()?.parse().ok()?;
-    let second: f64 = hms.next().unwrap_or("0").parse().ok()?;
-    if hour > 23 || minute > 59 || !(0.0..61.0).contains(&second) {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    Some((days * 86_400 + hour * 3600 + minute * 60 - offset_s) as f64 + second)
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Chained hashes of the full [`TEXT_BLOCK_WORDS`]-word blocks of `words`
@@ -793,32 +743,6 @@ mod tests {
             .map(|i| format!("{tag}{i}"))
             .collect::<Vec<_>>()
             .join(" ")
-    }
-
-    #[test]
-    fn rfc3339_times_agree_with_known_epochs() {
-        assert_eq!(rfc3339_seconds("1970-01-01T00:00:00Z"), Some(0.0));
-        assert_eq!(
-            rfc3339_seconds("2026-12-01T14:35:16Z"),
-            Some(1_796_135_716.0)
-        );
-        assert_eq!(
-            rfc3339_seconds("2026-12-01 16:35:16.5+02:00"),
-            Some(1_796_135_716.5)
-        );
-        assert_eq!(
-            rfc3339_seconds("2024-02-29T00:00:00"),
-            Some(1_709_164_800.0)
-        );
-        assert_eq!(rfc3339_seconds("yesterday"), None);
-        // What a journal writes reads back (cards time their runs with it).
-        for ms in [0u64, 951_782_400_123, 1_798_761_599_000] {
-            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-            let text = crate::exec::journal::rfc3339_utc(t);
-            let back = rfc3339_seconds(&text).unwrap() * 1000.0;
-            assert!((back - ms as f64).abs() < 1e-3, "{text}: {back}");
-        }
-        assert_eq!(rfc3339_seconds("2026-13-01T00:00:00Z"), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use plotters::prelude::*;
 
 use crate::config::DistKind;
-use crate::report::format::{duration_secs, num, pct_of_fraction, plain, rps};
+use crate::format::{duration_secs, num, pct_of_fraction, plain, rps};
 use crate::svg::{
     DrawResult, FONT, Swatch, TickedAxis, draw_legend, line_with_points, linear_ticks, log10_axis,
     palette,

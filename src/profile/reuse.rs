@@ -85,7 +85,9 @@ pub fn prefix_reuse(first_turns: &[BlockedPrompt], all: &[BlockedPrompt]) -> Opt
     }
     let sharing = shared_tokens.len();
     shared_tokens.sort_unstable();
-    let median = shared_tokens.get(sharing / 2).copied().unwrap_or(0);
+    let median = crate::stats::median_of_sorted(&shared_tokens)
+        .copied()
+        .unwrap_or(0);
     let entropy: f64 = leaves
         .values()
         .map(|&c| {

@@ -44,7 +44,7 @@ use crate::svg::{
 };
 
 use super::describe::{clause_words, metric_label, stat_label};
-use super::format::{duration_secs, num, plain, rps};
+use crate::format::{duration_secs, num, plain, rps};
 
 /// One chart: a file name relative to the card and its SVG text.
 #[derive(Debug, Clone, PartialEq, Eq)]

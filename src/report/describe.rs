@@ -7,7 +7,7 @@
 
 use crate::config::{Dist, DistKind, LatencyMetric, SloClause, Stat, Workload};
 
-use super::format::{duration_secs, pct_of_fraction, plain};
+use crate::format::{duration_secs, pct_of_fraction, plain};
 
 /// What a distribution's values measure: token counts, plain counts, or
 /// seconds (written as durations).

@@ -10,7 +10,6 @@
 
 pub(crate) mod chart;
 pub mod describe;
-pub mod format;
 mod render;
 mod view;
 

@@ -14,8 +14,8 @@ use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, context};
 use crate::analyze::{CapacityReport, Card};
 
 use super::ReportError;
-use super::format::{self, MISSING};
 use super::view::{card_view, summary_view};
+use crate::format::{self, MISSING};
 
 /// File name of the card template, in a template directory and in errors.
 pub const CARD_TEMPLATE_NAME: &str = "capacity-card.md.j2";

@@ -25,7 +25,7 @@ use super::chart::{FRONTIER_SUFFIX, chart_links};
 use super::describe::{
     arrival_unit_words, arrival_words, clause_words, metric_label_str, profile_lines,
 };
-use super::format::plain;
+use crate::format::plain;
 
 /// Measured and requested token counts that differ by more than this
 /// (relative) get a warning on the card.
@@ -738,7 +738,7 @@ fn confidence_pct(card: &Card) -> String {
         .open
         .iter()
         .find_map(|r| r.verdicts.first().map(|v| v.confidence))
-        .unwrap_or(crate::analyze::interval::DEFAULT_CONFIDENCE);
+        .unwrap_or(crate::stats::interval::DEFAULT_CONFIDENCE);
     crate::analyze::slo::format_fraction(confidence)
 }
 
@@ -912,7 +912,7 @@ pub fn quote(d: &crate::analyze::ErrorDetail) -> String {
             .filter(|s| *s != 200)
             .map(|s| format!(" {s}"))
             .unwrap_or_default(),
-        super::format::num(d.count as f64, 0),
+        crate::format::num(d.count as f64, 0),
         // Quoted inside markdown tables: a pipe would end the cell.
         detail.replace('|', "\\|").replace('\n', " ")
     )

@@ -184,9 +184,9 @@ pub(super) async fn drive(
                         "  frontier of {}, {} at {}× (≤ {}): {} rps",
                         wanted.slo,
                         wanted.label,
-                        analyze::search::fmt_rate(wanted.multiplier),
+                        crate::format::significant(wanted.multiplier),
                         analyze::slo::format_ms(wanted.bound_ms),
-                        analyze::search::fmt_rate(rate)
+                        crate::format::significant(rate)
                     );
                     let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
                     for r in 1..=repeat {
@@ -396,7 +396,7 @@ pub(super) fn lengthen(run: &RunPlan, budget: &Budget) -> Option<RunPlan> {
     // Its own request stream, like a repetition's: with the run's seed it
     // would re-send the run's prompts first, and a server's prefix cache
     // (vLLM's is on by default) would serve them, flattering its TTFT.
-    longer.seed = crate::workload::mix(run.seed, EXTENSION_STREAM);
+    longer.seed = crate::hash::mix(run.seed, EXTENSION_STREAM);
     longer.stop = match run.stop {
         StopRule::Duration(d) => StopRule::Duration(d.mul_f64(factor)),
         StopRule::Requests(n) => StopRule::Requests((n as f64 * factor).ceil() as u64),

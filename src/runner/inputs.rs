@@ -18,7 +18,7 @@ pub(super) fn run_inputs(
         Option<TokenIdRange>,
         Option<std::sync::Arc<crate::workload::prompt::WordList>>,
     ),
-    tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    tokenizer: Option<std::sync::Arc<crate::data::tokenizer::PromptTokenizer>>,
     sends: Sends<'_>,
     run: &RunPlan,
     content_nonce: u64,

@@ -251,7 +251,7 @@ pub async fn run(
             Some(virtual_target) => prepare_virtual(target, virtual_target),
             None => {
                 let mut prepared = prepare_target(target, &experiment, log).await?;
-                let nonce = crate::workload::mix(content_nonce, PREFLIGHT_STREAM);
+                let nonce = crate::hash::mix(content_nonce, PREFLIGHT_STREAM);
                 if let Err(e) = preflight(&mut prepared, &experiment, card, nonce, log).await {
                     shut_down(live).await;
                     shut_down(BTreeMap::from([(target.name.clone(), prepared)])).await;
@@ -437,7 +437,7 @@ fn fresh_nonce() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     // Never 0: 0 is the library's reproducible default.
-    crate::workload::mix(nanos, u64::from(std::process::id())).max(1)
+    crate::hash::mix(nanos, u64::from(std::process::id())).max(1)
 }
 
 /// The nonce a results folder's runs were drawn with (for `--resume`).

@@ -85,7 +85,7 @@ pub(super) fn check_mode(
                 return usage(
                     format!(
                         "--start-at {} has passed",
-                        exec::journal::rfc3339_utc(*start_at)
+                        crate::time::rfc3339_utc(*start_at)
                     ),
                     "give every shard the same instant a little in the future, e.g. \
                      `--start-at $(date -u -d '+30 sec' +%FT%TZ)`",
@@ -196,7 +196,7 @@ pub(super) async fn drive_timetable(
         "shard {}: {} runs on a timetable from {}, the last starting at +{}",
         part.label(),
         runs.len(),
-        exec::journal::rfc3339_utc(start_at),
+        crate::time::rfc3339_utc(start_at),
         crate::plan::human_duration(starts.last().map_or(0.0, |d| d.as_secs_f64()))
     );
     for ((card, run), offset) in runs.iter().zip(starts) {
@@ -222,7 +222,7 @@ pub(super) async fn drive_timetable(
                     index: part.index,
                     count: part.count,
                     agreed_by: "a timetable from --start-at".into(),
-                    start_at: exec::journal::rfc3339_utc(run_start),
+                    start_at: crate::time::rfc3339_utc(run_start),
                     clock_offset_ms: None,
                     clock_uncertainty_ms: None,
                     start_lag_ms: 0.0,
@@ -234,7 +234,7 @@ pub(super) async fn drive_timetable(
             log,
             "  {} at {} ({})",
             run.id,
-            exec::journal::rfc3339_utc(run_start),
+            crate::time::rfc3339_utc(run_start),
             describe_part(run, part)
         );
         execute(folder, target, sends, run, invocation, &options, log).await?;
@@ -286,7 +286,7 @@ pub(super) async fn start_coordinator(
         listen,
         count,
         lost_after,
-        crate::workload::hash_str(source),
+        crate::hash::hash_str(source),
         content_nonce,
         &folder.dir.join("shards"),
     )
@@ -442,7 +442,7 @@ pub(super) async fn serve_shard(
         }
         if let Some(target) = experiment.target(&card.target) {
             let mut prepared = prepare_target(target, experiment, log).await?;
-            let nonce = crate::workload::mix(u64::from(part.index), super::PREFLIGHT_STREAM);
+            let nonce = crate::hash::mix(u64::from(part.index), super::PREFLIGHT_STREAM);
             super::preflight(&mut prepared, experiment, card, nonce, log).await?;
             // The coordinator scrapes the server.
             prepared.metrics_url = None;
@@ -452,7 +452,7 @@ pub(super) async fn serve_shard(
     let client = CoordinatorClient::new(url).map_err(unreachable)?;
     let join = Join {
         part,
-        experiment_hash: crate::workload::hash_str(source),
+        experiment_hash: crate::hash::hash_str(source),
         version: crate::TOOL_VERSION.to_string(),
     };
     let welcome = tokio::select! {
@@ -540,7 +540,7 @@ pub(super) async fn serve_shard(
                     index: part.index,
                     count: part.count,
                     agreed_by: format!("the coordinator {url}"),
-                    start_at: exec::journal::rfc3339_utc(
+                    start_at: crate::time::rfc3339_utc(
                         UNIX_EPOCH + Duration::from_secs_f64(start_at_unix_ms.max(0.0) / 1e3),
                     ),
                     clock_offset_ms: Some(offset.offset_ms),

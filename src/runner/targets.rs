@@ -24,7 +24,7 @@ pub(super) struct LiveTarget {
     pub(super) metrics_url: Option<String>,
     pub(super) scrape_client: exec::HttpClient,
     /// The target's `tokenizer`, loaded: prompts sized exactly with it.
-    pub(super) tokenizer: Option<std::sync::Arc<crate::workload::tokenize::PromptTokenizer>>,
+    pub(super) tokenizer: Option<std::sync::Arc<crate::data::tokenizer::PromptTokenizer>>,
     /// A `completions` target that accepts token-id prompts gets them, with
     /// ids inside its vocabulary: exact prompt lengths without a tokenizer
     /// (SPEC §2, prompt lengths).
@@ -102,7 +102,7 @@ pub async fn probe(
         }
         let outcome = async {
             let mut prepared = prepare_target(target, &experiment, log).await?;
-            let nonce = crate::workload::mix(fresh_nonce(), PREFLIGHT_STREAM);
+            let nonce = crate::hash::mix(fresh_nonce(), PREFLIGHT_STREAM);
             let preflighted = preflight(&mut prepared, &experiment, card, nonce, log).await;
             let findings = ProbeFindings {
                 base_url: prepared.endpoint.base_url.clone(),

@@ -71,7 +71,7 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Join {
     pub part: ShardPart,
-    /// [`crate::workload::hash_str`] of the experiment file's text.
+    /// [`crate::hash::hash_str`] of the experiment file's text.
     pub experiment_hash: u64,
     pub version: String,
 }

@@ -29,9 +29,9 @@
 
 use super::engine::{FinishReason, RequestId};
 use super::request::Api;
-use crate::config::Dist;
-use crate::workload::dist::sample_count;
-use crate::workload::{mix, seeded_rng};
+use crate::dist::Dist;
+use crate::dist::sample_count;
+use crate::hash::{mix, seeded_rng};
 
 /// How a deployment's answers look: a preset's, changed by a target's
 /// `reasoning-tokens` and `tokens-per-event` knobs.
@@ -190,7 +190,7 @@ impl AnswerPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::DistKind;
+    use crate::dist::DistKind;
 
     fn answers(dist: Option<Dist>, tokens_per_event: u32) -> Answers {
         Answers {

@@ -15,8 +15,8 @@
 //! HTTP server, whose engines live on their own threads, keeps its own
 //! estimates of them).
 
+use super::SimRouter;
 use super::engine::Engine;
-use crate::config::SimRouter;
 
 /// Picks a replica per request; holds the round-robin position.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -57,7 +57,7 @@ use super::cost::{StepCost, StepShape, step_cost};
 use super::kv::{BlockId, BlockPool, block_hash, block_hashes};
 use super::metrics::EngineMetrics;
 use super::presets::Preset;
-use crate::workload::mix;
+use crate::hash::mix;
 
 /// Chance that a token is the last one when `ignore_eos` is off: a mean
 /// natural answer of 200 tokens.

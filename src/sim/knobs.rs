@@ -15,8 +15,8 @@
 //! like, not the engine's speed: they go to the preset's
 //! [`Answers`](super::answer::Answers).
 
+use super::SimServing;
 use super::presets::Preset;
-use crate::config::SimServing;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -341,14 +341,14 @@ mod tests {
             memory_efficiency: Some(0.7),
             step_overhead: Some(Duration::from_micros(1500)),
             per_seq_overhead: Some(Duration::from_micros(20)),
-            reasoning_tokens: Some(crate::config::Dist::fixed(20.0)),
+            reasoning_tokens: Some(crate::dist::Dist::fixed(20.0)),
             tokens_per_event: Some(4),
             ..SimServing::default()
         };
         let p = apply(h100(), &knobs).unwrap();
         assert_eq!(
             p.answers.reasoning_tokens,
-            Some(crate::config::Dist::fixed(20.0))
+            Some(crate::dist::Dist::fixed(20.0))
         );
         assert_eq!(p.answers.tokens_per_event, 4);
         assert_eq!(p.max_num_seqs, 64);

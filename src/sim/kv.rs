@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::workload::mix;
+use crate::hash::mix;
 
 /// Index of a block in the pool.
 pub type BlockId = u32;

@@ -36,6 +36,7 @@ pub mod kv;
 pub mod metrics;
 pub mod presets;
 pub mod request;
+pub mod serving;
 pub mod tokenize;
 pub mod wire;
 
@@ -48,8 +49,7 @@ pub use engine::{Engine, EngineRequest, FinishReason, RequestId, StepOutput, Sub
 pub use http::{LatenessSummary, SimServer, serve, start};
 pub use knobs::KnobError;
 pub use presets::Preset;
-
-use crate::config::{SimFaults, SimRouter, SimServing};
+pub use serving::{SimFaults, SimRouter, SimServing};
 
 /// What the simulator serves and how it misbehaves.
 #[derive(Debug, Clone, PartialEq)]

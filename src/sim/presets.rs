@@ -777,8 +777,8 @@ mod tests {
         output: u32,
         total: u64,
     ) -> f64 {
+        use crate::hash::mix;
         use crate::sim::{Engine, EngineRequest, RequestId};
-        use crate::workload::mix;
         use std::time::Duration;
         let request = |id: u64| EngineRequest {
             id: RequestId(id),

@@ -18,11 +18,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::SimFaults;
 use super::engine::{EngineRequest, RequestId, validate_request};
 use super::presets::Preset;
 use super::tokenize::tokenize_into;
-use crate::config::SimFaults;
-use crate::workload::mix;
+use crate::hash::mix;
 
 /// Which OpenAI endpoint a call went to (and a response answers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -533,7 +533,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::Fraction;
+    use crate::quantity::Fraction;
     use crate::sim::presets::find;
 
     #[test]

@@ -16,7 +16,7 @@
 //!   a leading space, so output text re-tokenizes to the same count and one
 //!   streamed chunk carries exactly one token.
 
-use crate::workload::hash_str;
+use crate::hash::hash_str;
 
 /// Token ids of `text`, one per whitespace-separated word.
 pub fn tokenize(text: &str, vocab: u32) -> Vec<u32> {

@@ -206,7 +206,7 @@ mod tests {
                         weight: weights[2],
                     },
                 ],
-                crate::workload::mix(0xC0FFEE, seed),
+                crate::hash::mix(0xC0FFEE, seed),
             );
             let mut counts = [0u64; 3];
             for i in 0..1000 {

@@ -11,8 +11,8 @@
 
 pub mod arrival;
 pub mod classes;
-pub mod dataset;
-pub mod dist;
+/// Datasets are read by the data leaf; kept at this path for callers.
+pub use crate::data::dataset;
 pub mod prompt;
 pub mod task;
 pub mod tokenize;
@@ -21,10 +21,15 @@ pub mod trace;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::dist::sample;
 pub use arrival::arrival_times;
 pub use classes::{ClassedGenerator, TaskClass};
-pub use dist::sample;
 pub use task::TaskGenerator;
+
+// The seeding leaf, imported so that `super::mix` reads as before in the
+// stages below; callers outside use `crate::hash`.
+pub use crate::data::Role;
+pub use crate::hash::{SeededRng, hash_str, mix, seeded_rng};
 
 /// A piece of a prompt, rendered deterministically.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,18 +59,6 @@ impl Segment {
             | Segment::Text { tokens, .. } => *tokens,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    /// An assistant turn that called a tool (call number `n` of the task);
-    /// its segments are the call's arguments.
-    ToolCall(u32),
-    /// A tool's result for call number `n`.
-    ToolResult(u32),
 }
 
 impl Tools {
@@ -195,35 +188,4 @@ impl TaskSpec {
             TaskSpec::Agent { steps } => steps.first().and_then(|s| s.calls.first()),
         }
     }
-}
-
-/// The generator behind every workload draw: a named algorithm
-/// (xoshiro256++), so a seed means the same stream on every platform and
-/// rand version, unlike `StdRng`/`SmallRng` which may change algorithm.
-pub type SeededRng = rand::rngs::Xoshiro256PlusPlus;
-
-/// A [`SeededRng`] for `seed`.
-pub fn seeded_rng(seed: u64) -> SeededRng {
-    rand::SeedableRng::seed_from_u64(seed)
-}
-
-/// Stable 64-bit mixing for deriving seeds (SplitMix64 finaliser): std's
-/// hashers are not guaranteed stable across Rust versions, this is.
-pub fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Stable hash of a string (FNV-1a 64), for deriving per-workload seeds.
-pub fn hash_str(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }

@@ -52,12 +52,12 @@ use rand::RngExt;
 
 use crate::config::{Agent, Conversation, DatasetSpec, Sample, Workload};
 
-use super::dataset::{DataTurn, Entry, EntryPrompt};
-use super::dist::{sample_count, sample_duration};
 use super::{
     AgentStep, CallSpec, Message, Role, SeededRng, Segment, Task, TaskSpec, Tools, Turn, mix,
     seeded_rng,
 };
+use crate::data::dataset::{DataTurn, Entry, EntryPrompt};
+use crate::dist::{sample_count, sample_duration};
 
 /// Length of the per-call instruction that distinguishes the parallel calls
 /// of one agent step.

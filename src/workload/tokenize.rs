@@ -28,19 +28,12 @@
 //! Dataset text stays verbatim. The work happens when a request body is
 //! built, before its scheduled send, outside the timing path.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use crate::data::tokenizer::PrefixTexts;
+pub use crate::data::tokenizer::{PromptTokenizer, TokenizerError};
 
 use super::{Message, Segment, prompt};
-
-/// The tokenizers library when the feature is built in; without it no
-/// [`PromptTokenizer`] can be made ([`PromptTokenizer::load`] says why).
-#[cfg(feature = "tokenizer")]
-type Engine = tokenizers::Tokenizer;
-#[cfg(not(feature = "tokenizer"))]
-type Engine = std::convert::Infallible;
 
 /// Cuts tried around the goal, in order: a merge across the cut shifts the
 /// count by one, rarely two.
@@ -48,77 +41,7 @@ const CUT_SHIFTS: [isize; 5] = [0, 1, -1, 2, -2];
 /// Rounds of "render twice as many words" before giving up on a segment.
 const MAX_WIDEN_ROUNDS: usize = 6;
 
-#[derive(Debug, thiserror::Error)]
-pub enum TokenizerError {
-    #[error("this capcard was built without the `tokenizer` feature")]
-    FeatureMissing,
-    #[error("cannot read {path}: {message}")]
-    Read { path: PathBuf, message: String },
-    #[error("{path} is not a tokenizer.json the tokenizers library can load: {message}")]
-    Parse { path: PathBuf, message: String },
-}
-
-/// `(group, tokens)` → a prefix segment's text at the start of a message, and its tokens.
-type PrefixTexts = HashMap<(u32, u32), (Arc<str>, usize)>;
-
-/// A loaded `tokenizer.json` and the prefix texts rendered with it.
-pub struct PromptTokenizer {
-    path: PathBuf,
-    engine: Engine,
-    /// `(group, tokens)` → the exact text of a prefix segment at the start of a message.
-    /// Its token count is kept with it, as a fallback text is not exact.
-    prefixes: Mutex<PrefixTexts>,
-}
-
-impl fmt::Debug for PromptTokenizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PromptTokenizer")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Two loaded tokenizers are the same when they came from the same file
-/// (the model compares experiments, not vocabularies).
-impl PartialEq for PromptTokenizer {
-    fn eq(&self, other: &Self) -> bool {
-        self.path == other.path
-    }
-}
-
 impl PromptTokenizer {
-    /// Read and parse a `tokenizer.json`.
-    pub fn load(path: &Path) -> Result<Self, TokenizerError> {
-        let bytes = std::fs::read(path).map_err(|e| TokenizerError::Read {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        Self::from_bytes(&bytes, path)
-    }
-
-    /// Parse `tokenizer.json` content; `path` names it in messages.
-    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, TokenizerError> {
-        Ok(PromptTokenizer {
-            path: path.to_path_buf(),
-            engine: engine_from_bytes(bytes, path)?,
-            prefixes: Mutex::new(HashMap::new()),
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Tokens in `text` (no special tokens added); `None` if the tokenizer fails on it.
-    pub fn count(&self, text: &str) -> Option<usize> {
-        encode_offsets(&self.engine, text).map(|offsets| offsets.len())
-    }
-
-    /// Token ids of `text` (no special tokens added).
-    pub fn ids(&self, text: &str) -> Option<Vec<u32>> {
-        encode_ids(&self.engine, text)
-    }
-
     /// One message's text, each synthetic segment exactly its planned tokens
     /// (the rule is in the module doc).
     pub fn render_text(&self, segments: &[Segment]) -> String {
@@ -198,7 +121,7 @@ impl PromptTokenizer {
         for _ in 0..MAX_WIDEN_ROUNDS {
             let mut text = before.to_string();
             prompt::push_text(&mut text, &with_tokens(segment, words));
-            let offsets = encode_offsets(&self.engine, &text)?;
+            let offsets = self.offsets(&text)?;
             if offsets.len() < goal {
                 words = words.saturating_mul(2);
                 continue;
@@ -237,49 +160,10 @@ fn with_tokens(segment: &Segment, words: usize) -> Segment {
     }
 }
 
-#[cfg(feature = "tokenizer")]
-fn engine_from_bytes(bytes: &[u8], path: &Path) -> Result<Engine, TokenizerError> {
-    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| TokenizerError::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
-}
-
-#[cfg(not(feature = "tokenizer"))]
-fn engine_from_bytes(_bytes: &[u8], _path: &Path) -> Result<Engine, TokenizerError> {
-    Err(TokenizerError::FeatureMissing)
-}
-
-/// Byte offsets of each token of `text` in `text`.
-#[cfg(feature = "tokenizer")]
-fn encode_offsets(engine: &Engine, text: &str) -> Option<Vec<(usize, usize)>> {
-    engine
-        .encode(text, false)
-        .ok()
-        .map(|encoding| encoding.get_offsets().to_vec())
-}
-
-#[cfg(not(feature = "tokenizer"))]
-fn encode_offsets(engine: &Engine, _text: &str) -> Option<Vec<(usize, usize)>> {
-    match *engine {}
-}
-
-#[cfg(feature = "tokenizer")]
-fn encode_ids(engine: &Engine, text: &str) -> Option<Vec<u32>> {
-    engine
-        .encode(text, false)
-        .ok()
-        .map(|encoding| encoding.get_ids().to_vec())
-}
-
-#[cfg(not(feature = "tokenizer"))]
-fn encode_ids(engine: &Engine, _text: &str) -> Option<Vec<u32>> {
-    match *engine {}
-}
-
 #[cfg(all(test, feature = "tokenizer"))]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn small() -> PromptTokenizer {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer-small.json");

@@ -263,7 +263,7 @@ impl Decoder {
         let mut arrival = Arrival::Poisson;
         let mut trace: Option<TraceSpec> = None;
         let mut warmup = Duration::ZERO;
-        let mut confidence = Fraction(crate::analyze::interval::DEFAULT_CONFIDENCE);
+        let mut confidence = Fraction(crate::stats::interval::DEFAULT_CONFIDENCE);
         let mut budget = None;
         let mut repeat = 1;
         let mut frontier = Vec::new();
@@ -464,7 +464,7 @@ impl Decoder {
                 }
                 n as u32
             }
-            None => crate::workload::trace::DEFAULT_BLOCK_TOKENS,
+            None => crate::data::trace::DEFAULT_BLOCK_TOKENS,
         };
         Some(TraceSpec {
             path: PathBuf::from(path),

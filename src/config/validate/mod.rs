@@ -11,7 +11,7 @@
 //! [`target`] (endpoint, key, timeout), [`mixes`] (mixes and their classes),
 //! and [`experiment`] (the whole experiment, for one built in code).
 
-use super::units::format_secs;
+use crate::format::duration_literal;
 
 mod experiment;
 mod mixes;
@@ -82,7 +82,7 @@ pub(crate) enum Quantity {
 impl Quantity {
     pub(crate) fn show(self, value: f64) -> String {
         match self {
-            Quantity::Seconds => format!("\"{}\"", format_secs(value)),
+            Quantity::Seconds => format!("\"{}\"", duration_literal(value)),
             Quantity::Tokens | Quantity::Count => format!("{value}"),
         }
     }

@@ -98,7 +98,7 @@ struct AppState {
     adapters: Vec<String>,
     /// The base model then the adapters: the names a call may ask for.
     served: Vec<String>,
-    faults: crate::config::SimFaults,
+    faults: crate::sim::SimFaults,
     dialect: SimDialect,
     /// The dialect's rate limit, if any, on the clock of `started`.
     bucket: Option<Mutex<TokenBucket>>,
@@ -344,7 +344,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, Sim
     }
 
     let prefixes = if replicas > 1
-        && config.router == crate::config::SimRouter::PrefixAffinity
+        && config.router == crate::sim::SimRouter::PrefixAffinity
         && config.preset.prefix_caching
     {
         let blocks = config.preset.kv_capacity_blocks() as usize;

@@ -21,7 +21,109 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp1, Gamma, StandardNormal};
 
-use crate::config::{Dist, DistKind};
+use serde::{Deserialize, Serialize};
+
+/// A probability distribution over token counts or times.
+///
+/// Values are in the base unit of the quantity: tokens, or seconds for
+/// times (`mean="4s"` is stored as 4.0). `min`/`max` clamp every draw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dist {
+    pub kind: DistKind,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Dist {
+    /// The largest value a draw can take, when the distribution is bounded
+    /// (a `max=` clamp, or a fixed, uniform or empirical law); `None` for an
+    /// unbounded tail.
+    pub fn upper_bound(&self) -> Option<f64> {
+        let law = match &self.kind {
+            DistKind::Fixed { value } => Some(*value),
+            DistKind::Uniform { max, .. } => Some(*max),
+            DistKind::Empirical { points } => points.iter().map(|p| p.0).reduce(f64::max),
+            _ => None,
+        };
+        match (law, self.max) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn fixed(v: f64) -> Self {
+        Dist {
+            kind: DistKind::Fixed { value: v },
+            min: None,
+            max: None,
+        }
+    }
+
+    /// The distribution of a token count as a file writes it after the
+    /// node's name, clamps included (`lognormal median=200 sigma=0.5
+    /// max=2000`), so that the decoder reads it back as it is. For cards.
+    pub fn kdl_words(&self) -> String {
+        let mut words = match &self.kind {
+            DistKind::Fixed { value } => format!("fixed {value}"),
+            DistKind::Uniform { min, max } => format!("uniform min={min} max={max}"),
+            DistKind::Normal { mean, stddev } => format!("normal mean={mean} stddev={stddev}"),
+            DistKind::LogNormal { median, sigma } => {
+                format!("lognormal median={median} sigma={sigma}")
+            }
+            DistKind::Exponential { mean } => format!("exponential mean={mean}"),
+            DistKind::Gamma { shape, scale } => format!("gamma shape={shape} scale={scale}"),
+            DistKind::Empirical { points } => {
+                let values: Vec<String> = points
+                    .iter()
+                    .map(|(value, weight)| format!("value {value} weight={weight}"))
+                    .collect();
+                format!("empirical {{ {} }}", values.join("; "))
+            }
+        };
+        // A uniform's bounds are its parameters, not clamps.
+        if !matches!(self.kind, DistKind::Uniform { .. }) {
+            for (name, bound) in [("min", self.min), ("max", self.max)] {
+                if let Some(bound) = bound {
+                    words.push_str(&format!(" {name}={bound}"));
+                }
+            }
+        }
+        words
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "kebab-case")]
+pub enum DistKind {
+    Fixed {
+        value: f64,
+    },
+    Uniform {
+        min: f64,
+        max: f64,
+    },
+    Normal {
+        mean: f64,
+        stddev: f64,
+    },
+    /// Parameterised by the median (= e^mu) and sigma of the underlying
+    /// normal; `mean=`/`stddev=` in the file are converted to these.
+    LogNormal {
+        median: f64,
+        sigma: f64,
+    },
+    Exponential {
+        mean: f64,
+    },
+    Gamma {
+        shape: f64,
+        scale: f64,
+    },
+    /// `(value, weight)` pairs; weights need not sum to 1.
+    Empirical {
+        points: Vec<(f64, f64)>,
+    },
+}
 
 /// One draw from `dist`, clamped to its `min`/`max`. Never negative.
 pub fn sample<R: Rng + ?Sized>(dist: &Dist, rng: &mut R) -> f64 {
@@ -140,7 +242,7 @@ fn clamp(dist: &Dist, mut value: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::seeded_rng;
+    use crate::hash::seeded_rng;
 
     const DRAWS: usize = 100_000;
 

@@ -2,14 +2,51 @@
 //! values in µs, 3 significant digits: ≤ 0.1% relative error) with the
 //! nearest-rank definition, and exact count, mean and max. Every percentile
 //! capcard reports, from a run's TTFT p99 to one call's own ITL p95 and the
-//! generator's schedule-lag p99, comes from here.
+//! generator's schedule-lag p99, comes from here; so does the one median
+//! of observed values ([`median_of_sorted`]) and, in [`interval`], the
+//! confidence intervals and verdicts built on them.
+
+pub mod interval;
 
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Stat;
+/// A statistic of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stat {
+    Mean,
+    /// Percentile in (0, 100), e.g. 99.0 or 99.9.
+    Percentile(f64),
+}
+
+impl Stat {
+    /// `"mean"`, `"p50"`, `"p99.9"`: the key used in summaries and JSON.
+    pub fn key(self) -> String {
+        match self {
+            Stat::Mean => "mean".to_string(),
+            Stat::Percentile(p) => {
+                if p.fract() == 0.0 {
+                    format!("p{}", p as u32)
+                } else {
+                    format!("p{p}")
+                }
+            }
+        }
+    }
+}
+
+/// The median element of values already in order, the one convention of the
+/// crate for a median that must be a value that was observed (a run, a
+/// batch mean, a token count), never an average of two: the middle element
+/// of an odd count, and for an even count the later of the two middle ones
+/// in the order given (index `len / 2`). A caller that wants the earlier one
+/// on a tie orders its values the other way round. `None` when empty.
+pub fn median_of_sorted<T>(sorted: &[T]) -> Option<&T> {
+    sorted.get(sorted.len() / 2)
+}
 
 /// Latency distribution of one metric in one run, in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -167,5 +204,13 @@ mod tests {
         assert_eq!(acc.count(), 0);
         acc.push(7.0);
         assert!(near(acc.percentile(50.0), 7.0));
+    }
+
+    #[test]
+    fn the_median_element_takes_the_later_middle_on_a_tie() {
+        assert_eq!(median_of_sorted::<u32>(&[]), None);
+        assert_eq!(median_of_sorted(&[7]), Some(&7));
+        assert_eq!(median_of_sorted(&[1, 2, 3]), Some(&2));
+        assert_eq!(median_of_sorted(&[1, 2, 3, 4]), Some(&3));
     }
 }

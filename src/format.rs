@@ -186,6 +186,49 @@ pub fn money(value: f64) -> String {
     }
 }
 
+/// Three significant digits, trailing zeros dropped: `4.0` → `"4"`.
+pub fn significant(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (2 - magnitude).max(0) as usize;
+    let text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// Seconds as a duration literal the way a user writes one in an
+/// experiment file, with no space (KDL-ready, and read back as it is by
+/// `config::units::parse_duration`): `"250ms"`,
+/// `"4s"`, `"1.5s"`, `"2m"`, `"90s"`.
+pub fn duration_literal(secs: f64) -> String {
+    if secs == 0.0 {
+        return "0s".to_string();
+    }
+    if secs < 1e-3 {
+        return format!("{}us", trim_float(secs * 1e6));
+    }
+    if secs < 1.0 {
+        return format!("{}ms", trim_float(secs * 1e3));
+    }
+    if secs >= 3600.0 && (secs / 3600.0).fract() == 0.0 {
+        return format!("{}h", secs / 3600.0);
+    }
+    if secs >= 60.0 && (secs / 60.0).fract() == 0.0 {
+        return format!("{}m", secs / 60.0);
+    }
+    format!("{}s", trim_float(secs))
+}
+
+/// Drops float noise (`0.30000000000000004` → `0.3`) without losing real digits.
+fn trim_float(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
