@@ -16,18 +16,22 @@
 //! while two levels of one sweep send different prompts (a level must not hit
 //! the prefix cache warmed by the level before it).
 
+mod bounds;
 pub mod context;
 mod estimate;
 pub mod extension;
+mod samples;
 pub mod shard;
 mod table;
 
+pub use bounds::*;
 pub use estimate::{
     ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, PROFILE_TASKS, WallTime, WorkloadProfile,
 };
 pub use extension::{
     DRAIN_ALLOWANCE, EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time,
 };
+pub use samples::*;
 pub use table::{human_duration, render_table};
 
 use std::time::Duration;
@@ -421,38 +425,6 @@ pub fn workload_slos(experiment: &Experiment, workload: &str) -> Option<Vec<Stri
     )
 }
 
-/// Tasks an open run of a mix needs for every class's verdict: each
-/// class's [`samples_to_judge`] on its own SLO, divided by its share (a
-/// class with 10% of arrivals needs ten times the run), the largest of
-/// them.
-pub fn mix_samples_to_judge(experiment: &Experiment, mix: &MixPlan, confidence: f64) -> u64 {
-    mix.classes
-        .iter()
-        .filter_map(|c| {
-            let slo = experiment.slo(c.slo.as_deref()?)?;
-            let own = samples_to_judge(std::slice::from_ref(slo), confidence);
-            (c.share > 0.0).then(|| (own as f64 / c.share).ceil() as u64)
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// The samples an open run of `run`'s card needs (see [`open_stop`]).
-pub fn samples_for_run(experiment: &Experiment, run: &RunPlan) -> u64 {
-    card_samples(experiment, &run.workload, run.mix.as_ref())
-}
-
-/// The samples an open run of the card `card` (a workload's name, or a mix
-/// card's with its `mix`) needs (see [`open_stop`]).
-pub fn card_samples(experiment: &Experiment, card: &str, mix: Option<&MixPlan>) -> u64 {
-    let confidence = experiment.open.as_ref().map_or(0.95, |o| o.confidence.0);
-    if let Some(mix) = mix {
-        return mix_samples_to_judge(experiment, mix, confidence);
-    }
-    let slos = workload_slos(experiment, card).unwrap_or_default();
-    samples_to_judge(&experiment.slos_named(&slos), confidence)
-}
-
 /// Stable id of a run, also its journal file name: `<target>--<workload>--c0008`
 /// (concurrency, at least 4 digits) or `<target>--<workload>--r4.000` (rate,
 /// 3 decimals).
@@ -500,80 +472,6 @@ pub fn run_at_rate_of(template: &RunPlan, rate: RatePerS, experiment: &Experimen
     run
 }
 
-/// A run holds this many times the fewest samples that bound its SLOs'
-/// highest percentile at all, so that a pass does not hang on the single
-/// largest sample.
-pub const SAMPLE_MARGIN: u64 = 3;
-/// A run is lengthened for samples to at most this many times its declared
-/// length (beyond it, a low rate stays inconclusive and the card says so).
-pub const MAX_SAMPLE_LENGTHENING: f64 = 4.0;
-
-/// Calls (tasks) an open run should hold for `slos` to be judged at
-/// `confidence`: [`SAMPLE_MARGIN`] × the fewest samples giving the highest
-/// percentile among their latency clauses an upper bound
-/// ([`crate::stats::interval::min_samples_for_upper_bound`]: 36 for a p90
-/// at 95%, 368 for a p99), or that let an error-rate bound pass with no
-/// failure ([`crate::stats::interval::min_samples_for_proportion_bound`]:
-/// 765 for 0.5%) — without them an error rate of 0 stays inconclusive; 0
-/// without such clauses.
-pub fn samples_to_judge(slos: &[crate::config::Slo], confidence: f64) -> u64 {
-    let clauses = || slos.iter().flat_map(|slo| &slo.clauses);
-    let percentiles = clauses()
-        .filter_map(|clause| match clause {
-            crate::config::SloClause::Latency {
-                stat: crate::config::Stat::Percentile(p),
-                ..
-            } => Some(crate::stats::interval::min_samples_for_upper_bound(
-                p / 100.0,
-                confidence,
-            )),
-            _ => None,
-        })
-        .max()
-        .map_or(0, |n| n * SAMPLE_MARGIN);
-    // An error rate needs no margin: with no failure this many calls pass,
-    // and with failures no run length makes a bound it is near pass.
-    let error_rates = clauses()
-        .filter_map(|clause| match clause {
-            crate::config::SloClause::ErrorRate { max } if max.0 > 0.0 => Some(
-                crate::stats::interval::min_samples_for_proportion_bound(max.0, confidence),
-            ),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    percentiles.max(error_rates)
-}
-
-/// How an open run at `rate` stops: the declared rule
-/// ([`OpenSpec::stop_at`](crate::config::OpenSpec::stop_at)), lengthened when it would not hold the
-/// `needed` samples ([`samples_to_judge`], [`mix_samples_to_judge`]) its SLOs need at that rate — a p90 judged on the
-/// 10 calls of 40 s at 0.25 rps can never pass — by up to
-/// [`MAX_SAMPLE_LENGTHENING`], to a whole second. A trace replay lasts
-/// its trace. The count is of tasks (an agent task's calls are more).
-pub fn open_stop(spec: &crate::config::OpenSpec, rate: f64, needed: u64) -> StopRule {
-    let declared = spec.stop_at(rate);
-    if spec.trace.is_some() || needed == 0 || rate.is_nan() || rate <= 0.0 {
-        return declared;
-    }
-    match declared {
-        StopRule::Duration(d) => {
-            let needed_s = needed as f64 / rate;
-            if needed_s <= d.as_secs_f64() {
-                return declared;
-            }
-            let lengthened = needed_s
-                .min(d.as_secs_f64() * MAX_SAMPLE_LENGTHENING)
-                .ceil();
-            StopRule::Duration(std::time::Duration::from_secs_f64(lengthened))
-        }
-        StopRule::Requests(n) if n < needed => {
-            StopRule::Requests(needed.min((n as f64 * MAX_SAMPLE_LENGTHENING).ceil() as u64))
-        }
-        other => other,
-    }
-}
-
 /// `template` at `rate`, with its id and seed.
 pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> RunPlan {
     let arrival = match template.load {
@@ -588,128 +486,6 @@ pub fn run_at_rate(template: &RunPlan, rate: RatePerS, experiment_seed: u64) -> 
         load,
         ..template.clone()
     }
-}
-
-/// Upper bound on the runs of a Cr_open search over `[min, max]` for
-/// `slo_count` SLOs (at least one counted).
-///
-/// The bound assumes the search `analyze::search` runs: bracketing by
-/// doubling (or halving) from a start estimate inside `[min, max]`, clamped
-/// to the bounds, visits at most `⌈log2(max/min)⌉ + 1` rates, and the verdict
-/// at every rate serves all SLOs; it ends with a bracket whose ends are at
-/// most a factor 2 apart. Bisecting that bracket until its width is at most
-/// `precision` of its lower end takes at most `⌈log2(1/precision)⌉` runs per
-/// SLO (SLOs may end in different brackets, so these are not shared), plus
-/// one — and twice that for the gaps that inconclusive rates leave to
-/// bisect. A precision below 10⁻⁴ is counted as 10⁻⁴. This is the search's
-/// own safety bound ([`Search::run_bound`](crate::analyze::Search::run_bound)),
-/// so the estimate never promises fewer runs than the search may take.
-pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_count: usize) -> u32 {
-    let ratio = max.0 / min.0;
-    let bracketing = if ratio.is_finite() && ratio > 1.0 {
-        ratio.log2().ceil() as u32 + 2
-    } else {
-        2
-    };
-    let precision = if precision.0.is_finite() {
-        precision.0.clamp(1e-4, 1.0)
-    } else {
-        1.0
-    };
-    let bisection = (1.0 / precision).log2().ceil() as u32 + 1;
-    let slo_count = u32::try_from(slo_count.max(1)).unwrap_or(u32::MAX);
-    bracketing.saturating_add(2u32.saturating_mul(slo_count).saturating_mul(bisection))
-}
-
-/// The number of runs a Cr_open search over `[min, max]` for `slo_count`
-/// SLOs typically takes, for the expected time (the formula and the
-/// evidence for it are in `plan::estimate`'s module doc): bracketing — 2
-/// runs when it starts from a closed sweep (`from_closed_sweep`), else
-/// `1.5 + log2(max/min) / 4` from the geometric middle, and half a run
-/// more per further SLO — plus `log2(1/precision)` bisections per SLO,
-/// rounded, at least 1 and at most [`search_max_runs`]. A precision below 10⁻⁴ is counted as 10⁻⁴, as
-/// there.
-pub fn search_typical_runs(
-    min: RatePerS,
-    max: RatePerS,
-    precision: Fraction,
-    slo_count: usize,
-    from_closed_sweep: bool,
-) -> u32 {
-    let ratio = max.0 / min.0;
-    let octaves = if ratio.is_finite() && ratio > 1.0 {
-        ratio.log2()
-    } else {
-        0.0
-    };
-    let max_runs = search_max_runs(min, max, precision, slo_count);
-    if octaves == 0.0 {
-        // One rate: it passes (Cr_open ≥ max) or fails (even min fails).
-        return 1;
-    }
-    let bracketing = if from_closed_sweep {
-        2.0
-    } else {
-        1.5 + octaves / 4.0
-    };
-    let precision = if precision.0.is_finite() {
-        precision.0.clamp(1e-4, 1.0)
-    } else {
-        1.0
-    };
-    // A range narrower than a factor 2 leaves a narrower bracket to bisect.
-    let bracket_width = (ratio - 1.0).min(1.0);
-    let bisection = (bracket_width / precision).log2().max(0.0);
-    let slos = slo_count.max(1) as f64;
-    let typical = bracketing + (slos - 1.0) / 2.0 + slos * bisection;
-    // Rounded, within 1..=max_runs, so the cast cannot wrap.
-    (typical.round().clamp(1.0, f64::from(max_runs.max(1)))) as u32
-}
-
-/// The frontier phase's typical number of runs for `bounds` multiplied
-/// bounds: one per bound, within the phase's cap ([`FRONTIER_MAX_RUNS`]).
-/// See `plan::estimate` for why one.
-pub fn frontier_typical_runs(bounds: usize) -> u32 {
-    u32::try_from(bounds)
-        .unwrap_or(u32::MAX)
-        .min(frontier_max_runs(bounds))
-}
-
-/// The frontier phase runs at most this many rates for one multiplied bound
-/// (`frontier` in `open`): after the search, the bracket around a bound is
-/// at most a factor 2 wide, and three bisections take it to 12.5%.
-pub const FRONTIER_RUNS_PER_BOUND: u32 = 3;
-/// …and at most this many rates per card in all, whatever the number of
-/// SLOs, clauses and multipliers: about one more search's worth of runs, so
-/// a long list of bounds cannot silently multiply the wall time.
-pub const FRONTIER_MAX_RUNS: u32 = 24;
-
-/// Upper bound on the rates the frontier phase runs for `bounds` multiplied
-/// bounds (latency clauses × multipliers), repetitions not counted: the
-/// phase's own caps ([`FRONTIER_RUNS_PER_BOUND`], [`FRONTIER_MAX_RUNS`]).
-pub fn frontier_max_runs(bounds: usize) -> u32 {
-    let bounds = u32::try_from(bounds).unwrap_or(u32::MAX);
-    bounds
-        .saturating_mul(FRONTIER_RUNS_PER_BOUND)
-        .min(FRONTIER_MAX_RUNS)
-}
-
-/// How many bounds `frontier` asks the phase to resolve: every latency
-/// clause of every SLO (the error rate has no bound in ms) times every
-/// multiplier.
-pub fn frontier_bounds(experiment: &Experiment) -> usize {
-    let multipliers = experiment.open.as_ref().map_or(0, |o| o.frontier.len());
-    let clauses: usize = experiment
-        .slos
-        .iter()
-        .map(|s| {
-            s.clauses
-                .iter()
-                .filter(|c| matches!(c, crate::config::SloClause::Latency { .. }))
-                .count()
-        })
-        .sum();
-    clauses * multipliers
 }
 
 pub(crate) fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
