@@ -739,7 +739,7 @@ fn confidence_pct(card: &Card) -> String {
         .iter()
         .find_map(|r| r.verdicts.first().map(|v| v.confidence))
         .unwrap_or(crate::stats::interval::DEFAULT_CONFIDENCE);
-    crate::analyze::slo::format_fraction(confidence)
+    crate::format::pct_of_fraction(confidence)
 }
 
 /// SLO names for the search table: the card's SLOs in declaration order,
@@ -1710,7 +1710,7 @@ pub struct WallTimeView {
 }
 
 fn wall_time_view(t: &crate::analyze::wall_time::CardWallTime) -> WallTimeView {
-    let words = |s: Option<f64>| s.map(crate::plan::human_duration);
+    let words = |s: Option<f64>| s.map(crate::format::duration_words);
     // The plan counts a virtual card in simulated time: compare like with like.
     let compared = t.simulated_s.or(t.actual_s);
     WallTimeView {
@@ -2014,7 +2014,7 @@ mod tests {
         let text = rendered(&card);
         assert!(
             text.contains(
-                "| Time taken | planned 3m 5s, at most 5m; took 5m 57s, the sum of 12 runs'"
+                "| Time taken | planned 3 min 5 s, at most 5 min; took 5 min 57 s, the sum of 12 runs'"
             ) && text.contains("**beyond the plan's bound**"),
             "{text}"
         );
@@ -2027,7 +2027,7 @@ mod tests {
         });
         let text = rendered(&card);
         assert!(
-            text.contains("planned 3m 5s, at most 5m of simulated time; the runs simulated 4m, in 1.5s of wall time (virtual time)"),
+            text.contains("planned 3 min 5 s, at most 5 min of simulated time; the runs simulated 4 min, in 1.5 s of wall time (virtual time)"),
             "{text}"
         );
         assert!(!text.contains("beyond the plan's bound"), "{text}");
