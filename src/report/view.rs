@@ -1236,7 +1236,11 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             range: cr.range,
             inconclusive_rps: cr.inconclusive_rps.clone(),
             failed_at_rps: cr.failed_at_rps,
-            failed_clauses: cr.failed_clauses.clone(),
+            failed_clauses: cr
+                .failed_clauses
+                .iter()
+                .map(|c| crate::report::describe::stored_clause_words(c))
+                .collect(),
             precision_reached: cr.precision_reached,
             note: cr.note.clone(),
             at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
@@ -1412,7 +1416,7 @@ fn mix_view(card: &Card) -> Option<MixView> {
             .map(|l| LimitedByView {
                 class: l.class.clone(),
                 slo: l.slo.clone(),
-                clause: l.clause.clone(),
+                clause: crate::report::describe::stored_clause_words(&l.clause),
             }),
         at_cr_open: class_points(cr.and_then(|c| find_run(card, c.run_id.as_deref()))),
         at_failure: class_points(cr.and_then(|c| find_run(card, c.failed_run_id.as_deref()))),
@@ -1552,7 +1556,7 @@ fn mix_what_ifs(report: &CapacityReport) -> Vec<MixWhatIf> {
                 .map(|l| LimitedByView {
                     class: l.class.clone(),
                     slo: l.slo.clone(),
-                    clause: l.clause.clone(),
+                    clause: crate::report::describe::stored_clause_words(&l.clause),
                 }),
             file_name: super::card_file_name(card),
         });
