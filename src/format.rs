@@ -124,6 +124,41 @@ pub fn duration_secs(secs: f64) -> String {
     }
 }
 
+/// A span of time for prose, as a reader says it: `"300 ms"`, `"1.5 s"`,
+/// `"4 min 30 s"`, `"2 h 5 min"`; whole seconds from a minute up, whole
+/// minutes from an hour up.
+pub fn duration_words(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return MISSING.to_string();
+    }
+    if seconds == 0.0 {
+        return "0 s".to_string();
+    }
+    if seconds * 1000.0 < 999.9995 {
+        return format!("{} ms", trim_zeros(fixed(seconds * 1000.0, 3)));
+    }
+    let total_ms = (seconds * 1000.0).round();
+    if total_ms < 60_000.0 {
+        return format!("{} s", trim_zeros(fixed(total_ms / 1000.0, 3)));
+    }
+    let total_s = seconds.round() as u64;
+    if total_s < 3600 {
+        let (m, s) = (total_s / 60, total_s % 60);
+        return if s == 0 {
+            format!("{m} min")
+        } else {
+            format!("{m} min {s} s")
+        };
+    }
+    let total_min = (seconds / 60.0).round() as u64;
+    let (h, m) = (total_min / 60, total_min % 60);
+    if m == 0 {
+        format!("{h} h")
+    } else {
+        format!("{h} h {m} min")
+    }
+}
+
 /// A rate in requests (or tasks) per second, no unit, three significant
 /// figures: `4.0` → `"4.00"`, `12.25` → `"12.3"`, `150.0` → `"150"`.
 pub fn rps(value: f64) -> String {
@@ -198,6 +233,51 @@ pub fn significant(x: f64) -> String {
         text.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         text
+    }
+}
+
+/// Rounds to three significant figures (0 and non-finite values unchanged),
+/// without float noise: `61234.0` → `61200.0`, `0.58341` → `0.583`.
+pub fn round_3_sig(value: f64) -> f64 {
+    if value == 0.0 || !value.is_finite() {
+        return value;
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    if magnitude >= 2 {
+        // Whole numbers from 100 up: dividing by an inexact 10^-k would
+        // print 61200.00000000001.
+        let factor = 10f64.powi(magnitude - 2);
+        return (value / factor).round() * factor;
+    }
+    let factor = 10f64.powi(2 - magnitude);
+    (value * factor).round() / factor
+}
+
+/// A latency in milliseconds in the compact form an SLO clause is named and
+/// stored by (`results.json` keeps it, and charts match it): three
+/// significant figures, no space, `1800.0` → `"1.8s"`, `300.0` → `"300ms"`,
+/// `45.26` → `"45.3ms"`. Prose uses [`ms`].
+pub fn ms_compact(value_ms: f64) -> String {
+    if value_ms.abs() >= 1000.0 {
+        format!("{}s", significant(value_ms / 1000.0))
+    } else {
+        format!("{}ms", significant(value_ms))
+    }
+}
+
+/// A fraction as a percentage to three significant figures, the form an
+/// error-rate clause is named and stored by: `0.005` → `"0.5%"`,
+/// `0.00125` → `"0.125%"`. Prose uses [`pct_of_fraction`].
+pub fn pct_compact(fraction: f64) -> String {
+    format!("{}%", significant(fraction * 100.0))
+}
+
+/// A signed relative error as a percentage, one decimal: `0.0123` →
+/// `"+1.2%"`, `-0.05` → `"-5.0%"`, `None` → [`MISSING`].
+pub fn signed_pct_of_fraction(fraction: Option<f64>) -> String {
+    match fraction {
+        Some(f) => delta_pct(f * 100.0),
+        None => MISSING.to_string(),
     }
 }
 
@@ -280,6 +360,24 @@ mod tests {
     }
 
     #[test]
+    fn duration_words_read_as_spoken() {
+        assert_eq!(duration_words(0.0), "0 s");
+        assert_eq!(duration_words(0.3), "300 ms");
+        assert_eq!(duration_words(0.0005), "0.5 ms");
+        assert_eq!(duration_words(1.0), "1 s");
+        assert_eq!(duration_words(1.5), "1.5 s");
+        assert_eq!(duration_words(59.9994), "59.999 s");
+        assert_eq!(duration_words(60.0), "1 min");
+        assert_eq!(duration_words(270.0), "4 min 30 s");
+        assert_eq!(duration_words(59.9996), "1 min");
+        assert_eq!(duration_words(0.9999999), "1 s");
+        assert_eq!(duration_words(3599.6), "1 h");
+        assert_eq!(duration_words(3600.0), "1 h");
+        assert_eq!(duration_words(7500.0), "2 h 5 min");
+        assert_eq!(duration_words(f64::NAN), MISSING);
+    }
+
+    #[test]
     fn rates_and_throughput() {
         assert_eq!(rps(4.0), "4.00");
         assert_eq!(rps(3.984), "3.98");
@@ -298,6 +396,28 @@ mod tests {
         assert_eq!(delta_pct(85.04), "+85.0%");
         assert_eq!(delta_pct(-3.25), "-3.2%");
         assert_eq!(delta_pct(0.0), "+0.0%");
+    }
+
+    #[test]
+    fn rounds_to_three_significant_figures() {
+        assert_eq!(round_3_sig(61_234.0), 61_200.0);
+        assert_eq!(round_3_sig(0.58341), 0.583);
+        assert_eq!(round_3_sig(4.256), 4.26);
+        assert_eq!(round_3_sig(0.0), 0.0);
+    }
+
+    #[test]
+    fn compact_forms_name_stored_clauses() {
+        assert_eq!(ms_compact(1000.0), "1s");
+        assert_eq!(ms_compact(1800.0), "1.8s");
+        assert_eq!(ms_compact(300.0), "300ms");
+        assert_eq!(ms_compact(45.26), "45.3ms");
+        assert_eq!(pct_compact(0.005), "0.5%");
+        assert_eq!(pct_compact(0.00125), "0.125%");
+        assert_eq!(pct_compact(0.95), "95%");
+        assert_eq!(signed_pct_of_fraction(Some(0.0123)), "+1.2%");
+        assert_eq!(signed_pct_of_fraction(Some(-0.05)), "-5.0%");
+        assert_eq!(signed_pct_of_fraction(None), MISSING);
     }
 
     #[test]

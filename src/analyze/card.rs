@@ -16,7 +16,6 @@ use crate::TOOL_VERSION;
 use crate::config::{Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
 
 use super::search::cr_open;
-use super::slo::format_fraction;
 use super::{
     CapacityReport, Card, CrOpen, CrossP, LevelSpread, MeasuredTokens, RepeatSpread, RunSummary,
     SloSpread, TargetInfo, crossp, knee, sizing,
@@ -775,7 +774,7 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
         .map(|s| {
             let rate = s.rate_rps.map(significant).unwrap_or_default();
             match s.completed_fraction {
-                Some(f) => format!("{rate} rps ({} finished)", format_fraction(f)),
+                Some(f) => format!("{rate} rps ({} finished)", crate::format::pct_compact(f)),
                 None => format!("{rate} rps"),
             }
         })

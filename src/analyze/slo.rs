@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{LatencyMetric, Slo, SloClause, Stat};
 use crate::exec::record::{RequestRecord, TaskRecord};
-use crate::format::significant;
+use crate::format::{ms_compact, pct_compact};
 use crate::stats::StatsAccumulator;
 
 use crate::stats::interval::{self, BatchCounts, BatchSums, Verdict};
@@ -330,9 +330,9 @@ pub fn clause_label(clause: &SloClause) -> String {
             "{} {} ≤ {}",
             metric.as_str(),
             stat.key(),
-            format_ms(limit.as_secs_f64() * 1000.0)
+            ms_compact(limit.as_secs_f64() * 1000.0)
         ),
-        SloClause::ErrorRate { max } => format!("error-rate ≤ {}", format_fraction(max.0)),
+        SloClause::ErrorRate { max } => format!("error-rate ≤ {}", pct_compact(max.0)),
     }
 }
 
@@ -459,9 +459,9 @@ impl ClauseVerdict {
             ) {
                 (Some(o), Some(l), Some(h)) => format!(
                     "{} [{}, {}]",
-                    format_fraction(o),
-                    format_fraction(l),
-                    format_fraction(h)
+                    pct_compact(o),
+                    pct_compact(l),
+                    pct_compact(h)
                 ),
                 _ => "no calls".to_string(),
             };
@@ -470,13 +470,13 @@ impl ClauseVerdict {
             return "not measured".to_string();
         }
         let point = match self.observed_ms {
-            Some(v) => format_ms(v),
+            Some(v) => ms_compact(v),
             None => "∞ (failed calls)".to_string(),
         };
-        let low = self.low_ms.map_or("0".to_string(), format_ms);
+        let low = self.low_ms.map_or("0".to_string(), ms_compact);
         let high = self
             .high_ms
-            .map_or("∞)".to_string(), |h| format!("{}]", format_ms(h)));
+            .map_or("∞)".to_string(), |h| format!("{}]", ms_compact(h)));
         format!("{point} [{low}, {high}")
     }
 
@@ -484,8 +484,8 @@ impl ClauseVerdict {
     pub fn reason(&self) -> Option<String> {
         let name = self.name();
         let bound = match (self.limit_ms, self.limit_fraction) {
-            (Some(l), _) => format_ms(l),
-            (_, Some(f)) => format_fraction(f),
+            (Some(l), _) => ms_compact(l),
+            (_, Some(f)) => pct_compact(f),
             _ => String::new(),
         };
         match self.verdict() {
@@ -592,21 +592,6 @@ fn own_itl(gaps: &[f32], stat: Stat, scratch: &mut StatsAccumulator) -> Option<f
         Stat::Mean => scratch.mean(),
         Stat::Percentile(p) => scratch.percentile(p),
     }
-}
-
-/// `1800.0` → `"1.8s"`, `300.0` → `"300ms"`, `45.26` → `"45.3ms"`: three
-/// significant digits, trailing zeros dropped.
-pub fn format_ms(ms: f64) -> String {
-    if ms.abs() >= 1000.0 {
-        format!("{}s", significant(ms / 1000.0))
-    } else {
-        format!("{}ms", significant(ms))
-    }
-}
-
-/// `0.005` → `"0.5%"`.
-pub fn format_fraction(fraction: f64) -> String {
-    format!("{}%", significant(fraction * 100.0))
 }
 
 #[cfg(test)]
@@ -850,14 +835,5 @@ mod tests {
             &slo,
             &mut gaps
         ));
-    }
-
-    #[test]
-    fn formatting() {
-        assert_eq!(format_ms(1000.0), "1s");
-        assert_eq!(format_ms(1800.0), "1.8s");
-        assert_eq!(format_ms(300.0), "300ms");
-        assert_eq!(format_ms(45.26), "45.3ms");
-        assert_eq!(format_fraction(0.005), "0.5%");
     }
 }

@@ -732,7 +732,10 @@ fn open_state(
     let mut overloaded = vec![];
     match completed_fraction {
         Some(f) if f < KEPT_UP_MIN_COMPLETED_FRACTION => {
-            overloaded.push(format!("{} of arrivals finished", slo::format_fraction(f)));
+            overloaded.push(format!(
+                "{} of arrivals finished",
+                crate::format::pct_compact(f)
+            ));
         }
         None => overloaded.push("no arrivals in the measured window".to_string()),
         Some(_) => {}

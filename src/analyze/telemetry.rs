@@ -425,10 +425,6 @@ pub fn signals(series: &TelemetrySeries, window_ms: [f64; 2]) -> Option<ServerSi
     Some(out)
 }
 
-fn pct(fraction: f64) -> String {
-    format!("{:.0}%", fraction * 100.0)
-}
-
 fn count(value: f64) -> String {
     if (value - value.round()).abs() < 0.05 {
         format!("{:.0}", value)
@@ -465,7 +461,9 @@ pub fn likely_limit(signals: &ServerSignals, max_num_seqs_hint: Option<u32>) -> 
     } else {
         "queue steady"
     };
-    let kv_text = kv_max.map_or(String::new(), |k| format!(", KV cache {}", pct(k)));
+    let kv_text = kv_max.map_or(String::new(), |k| {
+        format!(", KV cache {}", crate::format::pct_of_fraction(k))
+    });
     let queueing = waiting >= QUEUEING;
 
     if let Some(kv) = kv_max
@@ -474,7 +472,7 @@ pub fn likely_limit(signals: &ServerSignals, max_num_seqs_hint: Option<u32>) -> 
     {
         return format!(
             "KV cache {}, {} waiting, {} preemptions: memory-bound by KV capacity",
-            pct(kv),
+            crate::format::pct_of_fraction(kv),
             count(waiting),
             count(preemptions)
         );
@@ -613,9 +611,9 @@ pub fn annotate_card(card: &mut Card, max_num_seqs_hint: Option<u32>) {
             && waiting < 0.1 * f64::from(c)
             && signals.preemptions.unwrap_or(0.0) == 0.0
         {
-            let kv = signals
-                .kv_cache_usage_max
-                .map_or(String::new(), |k| format!(", KV cache {}", pct(k)));
+            let kv = signals.kv_cache_usage_max.map_or(String::new(), |k| {
+                format!(", KV cache {}", crate::format::pct_of_fraction(k))
+            });
             return Some(format!(
                 "no server-side limit at {c} concurrent: it runs all {c} requests ({} waiting{kv}); \
                  the sweep's concurrency bounds the batch",

@@ -429,20 +429,6 @@ pub fn calibrate(request: &CalibrateRequest) -> Result<Calibration, CalibrateErr
     })
 }
 
-fn fmt_duration(seconds: f64) -> String {
-    let ms = seconds * 1e3;
-    let text = format!("{ms:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    format!("{text}ms")
-}
-
-fn pct(e: Option<f64>) -> String {
-    match e {
-        Some(e) => format!("{:+.1}%", e * 100.0),
-        None => "—".to_string(),
-    }
-}
-
 fn range(r: Option<[u32; 2]>) -> String {
     match r {
         Some([a, b]) if a == b => a.to_string(),
@@ -528,13 +514,19 @@ impl Calibration {
                         r.concurrency,
                         r.ttft_p50_ms,
                         s.ttft_p50_ms,
-                        pct(fit::relative_error(s.ttft_p50_ms, r.ttft_p50_ms)),
+                        crate::format::signed_pct_of_fraction(fit::relative_error(
+                            s.ttft_p50_ms,
+                            r.ttft_p50_ms
+                        )),
                         r.itl_p50_ms,
                         s.itl_p50_ms,
-                        pct(fit::relative_error(s.itl_p50_ms, r.itl_p50_ms)),
+                        crate::format::signed_pct_of_fraction(fit::relative_error(
+                            s.itl_p50_ms,
+                            r.itl_p50_ms
+                        )),
                         r.output_tokens_per_s,
                         s.output_tokens_per_s,
-                        pct(fit::relative_error(
+                        crate::format::signed_pct_of_fraction(fit::relative_error(
                             s.output_tokens_per_s,
                             r.output_tokens_per_s
                         )),
@@ -588,18 +580,18 @@ impl Calibration {
         let _ = writeln!(
             out,
             "        step-overhead \"{}\"",
-            fmt_duration(p.step_overhead_s)
+            crate::format::duration_literal(p.step_overhead_s)
         );
         let _ = writeln!(
             out,
             "        per-seq-overhead \"{}\"",
-            fmt_duration(p.per_seq_overhead_s)
+            crate::format::duration_literal(p.per_seq_overhead_s)
         );
         let _ = writeln!(out, "        virtual #true");
         let _ = writeln!(
             out,
             "        network-overhead \"{}\"",
-            fmt_duration(p.network_overhead_s)
+            crate::format::duration_literal(p.network_overhead_s)
         );
         let _ = writeln!(
             out,
@@ -610,7 +602,11 @@ impl Calibration {
         if self.api == config::Api::Completions {
             let _ = writeln!(out, "    api completions");
         }
-        let _ = writeln!(out, "    timeout \"{}s\"", self.timeout.as_secs_f64());
+        let _ = writeln!(
+            out,
+            "    timeout \"{}\"",
+            crate::format::duration_literal(self.timeout.as_secs_f64())
+        );
         if !self.force_length {
             let _ = writeln!(out, "    force-length #false");
         }

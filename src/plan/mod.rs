@@ -32,7 +32,7 @@ pub use extension::{
     DRAIN_ALLOWANCE, EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time,
 };
 pub use samples::*;
-pub use table::{human_duration, render_table};
+pub use table::render_table;
 
 use std::time::Duration;
 
@@ -1439,19 +1439,19 @@ mod tests {
         let table = render_table(&build(&e), &e);
         for needle in [
             "experiment \"support-chat\"  seed 7",
-            "h100-vllm × chat  (est. 48m 39s, at most 5h 15m)",
+            "h100-vllm × chat  (est. 48 min 39 s, at most 5 h 15 min)",
             "what-if × multi-turn",
             "concurrency 1 2 4 8 16 32 64 128",
-            "warmup 10s + 1m per level",
+            "warmup 10 s + 1 min per level",
             "search 0.5–64 req/s, poisson, precision 5%",
             "search 0.5–64 conversations/s, poisson, precision 5%",
-            "warmup 15s + 2m per rate",
+            "warmup 15 s + 2 min per rate",
             "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs' top percentile",
-            "at most: 33 runs of up to 8m 17s each, + 32m 29s extending inconclusive rates: ≤ 5h 6m",
-            "interactive  ttft p50≤300ms p99≤1s, itl p95≤60ms, error-rate≤0.5%",
-            "batch        e2e p95≤2m",
+            "at most: 33 runs of up to 8 min 17 s each, + 32 min 29 s extending inconclusive rates: ≤ 5 h 6 min",
+            "interactive  ttft p50≤300 ms p99≤1 s, itl p95≤60 ms, error-rate≤0.5%",
+            "batch        e2e p95≤2 min",
             "4 cards (2 targets × 2 workloads), 32 closed runs, ~44 (up to 132) open runs",
-            "estimated wall time 3h 15m, at most 21h 2m",
+            "estimated wall time 3 h 15 min, at most 21 h 2 min",
             "at most = searches at their maximum number of runs, each at its longest (at `min`, lengthened for samples), plus each card's whole extension budget",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");
@@ -1471,9 +1471,9 @@ mod tests {
             column(open_line, "search")
         );
         assert_eq!(column(closed_line, "runs"), column(open_line, "runs"));
-        assert!(closed_line.contains("9m 36s"), "{closed_line}");
+        assert!(closed_line.contains("9 min 36 s"), "{closed_line}");
         assert!(
-            open_line.contains("~11 runs") && open_line.contains("39m 3s"),
+            open_line.contains("~11 runs") && open_line.contains("39 min 3 s"),
             "{open_line}"
         );
         assert!(!table.contains("requests` stops"));
@@ -1488,9 +1488,9 @@ mod tests {
         for needle in [
             "no closed sweep",
             "rates 1 2.5 req/s, poisson",
-            "warmup 15s + 50 requests per rate",
+            "warmup 15 s + 50 requests per rate",
             "none defined",
-            "`requests` stops assume 500ms + 30ms per output token per call",
+            "`requests` stops assume 500 ms + 30 ms per output token per call",
             "0 closed runs, 8 open runs",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");

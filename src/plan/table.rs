@@ -210,7 +210,7 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             out,
             "estimated wall time {} (runs in sequence; {} drain allowance per run)",
             and_at_most(real_time),
-            human_duration(DRAIN_ALLOWANCE.as_secs_f64()),
+            crate::format::duration_words(DRAIN_ALLOWANCE.as_secs_f64()),
         );
     }
     // What each figure assumes, in the words of plan::estimate.
@@ -228,9 +228,9 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
     if has_requests_stop(plan) {
         let _ = writeln!(
             out,
-            "`requests` stops assume {} + {}ms per output token per call",
-            human_duration(ASSUMED_CALL_OVERHEAD_S),
-            ASSUMED_S_PER_OUTPUT_TOKEN * 1000.0,
+            "`requests` stops assume {} + {} per output token per call",
+            crate::format::duration_words(ASSUMED_CALL_OVERHEAD_S),
+            crate::format::duration_words(ASSUMED_S_PER_OUTPUT_TOKEN),
         );
     }
     out
@@ -257,7 +257,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             rows.push([
                 "closed".into(),
                 runs_label(card.closed.len() as u64),
-                human_duration(closed_time_s(card, experiment)),
+                crate::format::duration_words(closed_time_s(card, experiment)),
                 format!("concurrency {}", levels.join(" ")),
             ]);
             rows.push(["".into(), "".into(), "".into(), per_run(first, "level")]);
@@ -297,7 +297,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             rows.push([
                 "open".into(),
                 runs_label(runs.len() as u64),
-                human_duration(open_time.expected_s),
+                crate::format::duration_words(open_time.expected_s),
                 format!("rates {} {unit}{arrival}", rates.join(" ")),
             ]);
             if let Some(first) = runs.first() {
@@ -315,7 +315,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                     };
                     format!(
                         "warmup {} + {why} per rate ({})",
-                        human_duration(first.warmup.as_secs_f64()),
+                        crate::format::duration_words(first.warmup.as_secs_f64()),
                         lengths.join(", ")
                     )
                 };
@@ -328,8 +328,8 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                     "".into(),
                     format!(
                         "at most: + {} extending inconclusive rates: ≤ {}",
-                        human_duration(extensions_s),
-                        human_duration(open_time.bound_s)
+                        crate::format::duration_words(extensions_s),
+                        crate::format::duration_words(open_time.bound_s)
                     ),
                 ]);
             }
@@ -365,7 +365,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             rows.push([
                 "open".into(),
                 format!("~{}", runs_label(u64::from(typical))),
-                human_duration(open_time.expected_s),
+                crate::format::duration_words(open_time.expected_s),
                 format!(
                     "search {}–{} {unit}, {}, precision {}{frontier}",
                     trim_number(min.0, 3),
@@ -383,7 +383,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 let extensions = if extensions_s > 0.0 {
                     format!(
                         ", + {} extending inconclusive rates",
-                        human_duration(extensions_s)
+                        crate::format::duration_words(extensions_s)
                     )
                 } else {
                     String::new()
@@ -395,8 +395,8 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                     format!(
                         "at most: {} of up to {} each{extensions}: ≤ {}",
                         runs_label(u64::from(most)),
-                        human_duration(run_s(&longest, profile)),
-                        human_duration(open_time.bound_s)
+                        crate::format::duration_words(run_s(&longest, profile)),
+                        crate::format::duration_words(open_time.bound_s)
                     ),
                 ]);
             }
@@ -433,8 +433,8 @@ fn est_and_bound(time: WallTime) -> String {
 /// `25m, at most 8h`, or `25m` when the two read the same.
 fn and_at_most(time: WallTime) -> String {
     let (expected, bound) = (
-        human_duration(time.expected_s),
-        human_duration(time.bound_s),
+        crate::format::duration_words(time.expected_s),
+        crate::format::duration_words(time.bound_s),
     );
     if expected == bound {
         expected
@@ -516,7 +516,7 @@ fn has_requests_stop(plan: &Plan) -> bool {
 /// `warmup 10s + 1m per level` / `warmup 10s + 400 requests per rate`.
 fn measured_words(run: &RunPlan) -> String {
     match run.stop {
-        StopRule::Duration(d) => human_duration(d.as_secs_f64()),
+        StopRule::Duration(d) => crate::format::duration_words(d.as_secs_f64()),
         StopRule::Requests(n) => format!("{n} requests"),
         StopRule::TraceEnd => "the trace".to_string(),
     }
@@ -526,7 +526,7 @@ fn per_run(run: &RunPlan, what: &str) -> String {
     let measured = measured_words(run);
     format!(
         "warmup {} + {measured} per {what}",
-        human_duration(run.warmup.as_secs_f64())
+        crate::format::duration_words(run.warmup.as_secs_f64())
     )
 }
 
@@ -542,7 +542,11 @@ fn slo_clauses(slo: &Slo) -> String {
                 limit,
             } => (
                 Some(*metric),
-                format!("{}≤{}", stat.key(), human_duration(limit.as_secs_f64())),
+                format!(
+                    "{}≤{}",
+                    stat.key(),
+                    crate::format::duration_words(limit.as_secs_f64())
+                ),
             ),
             SloClause::ErrorRate { max } => (None, format!("≤{}", percent(*max))),
         };
@@ -641,59 +645,9 @@ fn data_lines(card: &CardPlan, experiment: &Experiment) -> Vec<(&'static str, St
     lines
 }
 
-pub fn human_duration(seconds: f64) -> String {
-    if !seconds.is_finite() || seconds < 0.0 {
-        return "?".to_string();
-    }
-    if seconds == 0.0 {
-        return "0s".to_string();
-    }
-    if seconds * 1000.0 < 999.9995 {
-        return format!("{}ms", trim_number(seconds * 1000.0, 3));
-    }
-    let total_ms = (seconds * 1000.0).round();
-    if total_ms < 60_000.0 {
-        return format!("{}s", trim_number(total_ms / 1000.0, 3));
-    }
-    let total_s = seconds.round() as u64;
-    if total_s < 3600 {
-        let (m, s) = (total_s / 60, total_s % 60);
-        return if s == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m {s}s")
-        };
-    }
-    let total_min = (seconds / 60.0).round() as u64;
-    let (h, m) = (total_min / 60, total_min % 60);
-    if m == 0 {
-        format!("{h}h")
-    } else {
-        format!("{h}h {m}m")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_duration(0.0), "0s");
-        assert_eq!(human_duration(0.3), "300ms");
-        assert_eq!(human_duration(0.0005), "0.5ms");
-        assert_eq!(human_duration(1.0), "1s");
-        assert_eq!(human_duration(1.5), "1.5s");
-        assert_eq!(human_duration(59.9994), "59.999s");
-        assert_eq!(human_duration(60.0), "1m");
-        assert_eq!(human_duration(270.0), "4m 30s");
-        assert_eq!(human_duration(59.9996), "1m");
-        assert_eq!(human_duration(0.9999999), "1s");
-        assert_eq!(human_duration(3599.6), "1h");
-        assert_eq!(human_duration(3600.0), "1h");
-        assert_eq!(human_duration(7500.0), "2h 5m");
-        assert_eq!(human_duration(f64::NAN), "?");
-    }
 
     #[test]
     fn numbers_are_trimmed() {

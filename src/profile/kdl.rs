@@ -102,10 +102,10 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         let source = profile.prefix_source.unwrap_or("the log");
         let facts = format!(
             "from {source}: {} of requests start with a prefix shared across sessions ({} distinct, {} effective); an ideal prefix cache hits {} of prompt tokens; n={}",
-            percent(prefix.sharing_fraction),
+            crate::format::pct_of_fraction(prefix.sharing_fraction),
             group(prefix.distinct_prefixes),
             prefix.groups,
-            percent(prefix.hit_fraction),
+            crate::format::pct_of_fraction(prefix.hit_fraction),
             group(prefix.n),
         );
         if prefix.shared_tokens > 0 && prefix.sharing_fraction >= SHARED_PREFIX_MIN_FRACTION {
@@ -194,9 +194,9 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
                 "    arrival {:<36}// {} {}/s on average, busiest minute {}/s, busiest 10 s {}/s; gap CV {:.2}; n={}",
                 a.process,
                 profile.arrival_unit(),
-                sig(a.mean_rps),
-                sig(a.peak_rps_1m),
-                sig(a.peak_rps_10s),
+                crate::format::significant(a.mean_rps),
+                crate::format::significant(a.peak_rps_1m),
+                crate::format::significant(a.peak_rps_10s),
                 a.cv,
                 group(a.n),
             );
@@ -224,9 +224,9 @@ pub fn experiment(profile: &Profile, name: &str) -> String {
         let _ = writeln!(
             out,
             "\n// Demand: the log's busiest minute ({}/s, mean {}/s).\nsizing {{\n    target rps={} slo=draft\n    headroom \"30%\"\n}}",
-            sig(a.peak_rps_1m),
-            sig(a.mean_rps),
-            sig(a.peak_rps_1m.max(0.001)),
+            crate::format::significant(a.peak_rps_1m),
+            crate::format::significant(a.mean_rps),
+            crate::format::significant(a.peak_rps_1m.max(0.001)),
         );
     }
     out
@@ -359,43 +359,21 @@ fn value(v: f64, unit: Unit) -> String {
 /// A value for a comment.
 fn shown(v: f64, unit: Unit) -> String {
     match unit {
-        Unit::Tokens if v < 100.0 => sig(v),
+        Unit::Tokens if v < 100.0 => crate::format::significant(v),
         Unit::Tokens => group(v.round() as usize),
-        Unit::Seconds => duration(v),
+        Unit::Seconds => crate::format::ms(v * 1000.0),
     }
 }
 
-/// Seconds as a duration the language reads: `850ms` below a second,
-/// else seconds to 3 significant digits.
+/// Seconds as a duration literal the language reads, three significant
+/// figures: `850ms` below a second, else seconds (`4.26s`).
 fn duration(seconds: f64) -> String {
-    if seconds < 1.0 {
-        format!("{}ms", (seconds * 1000.0).round().max(1.0))
-    } else {
-        format!("{}s", sig(seconds))
-    }
+    crate::format::duration_literal(crate::format::round_3_sig(seconds))
 }
 
 /// A dimensionless parameter: 3 significant digits.
 fn num(v: f64) -> String {
-    sig(v)
-}
-
-/// 3 significant digits, no trailing zeros.
-fn sig(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return "0".to_string();
-    }
-    let digits = (2 - v.abs().log10().floor() as i32).max(0) as usize;
-    let text = format!("{v:.digits$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
-fn percent(f: f64) -> String {
-    format!("{}%", sig(f * 100.0))
+    crate::format::significant(v)
 }
 
 /// `12345` → `12,345`, as the cards write counts.
@@ -409,10 +387,10 @@ mod tests {
 
     #[test]
     fn numbers_are_written_as_the_language_reads_them() {
-        assert_eq!(sig(612.4), "612");
-        assert_eq!(sig(0.5834), "0.583");
-        assert_eq!(sig(2.0), "2");
-        assert_eq!(sig(12_345.0), "12345");
+        assert_eq!(num(612.4), "612");
+        assert_eq!(num(0.5834), "0.583");
+        assert_eq!(num(2.0), "2");
+        assert_eq!(num(12_345.0), "12345");
         assert_eq!(duration(0.8504), "850ms");
         assert_eq!(duration(4.256), "4.26s");
         assert_eq!(group(12_345), "12,345");

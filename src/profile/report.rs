@@ -411,36 +411,18 @@ fn is_seconds(unit: &str) -> bool {
     unit == "s"
 }
 
-/// Rounds to three significant figures (0 and non-finite values unchanged).
-fn sig3(value: f64) -> f64 {
-    if value == 0.0 || !value.is_finite() {
-        return value;
-    }
-    let magnitude = value.abs().log10().floor() as i32;
-    if magnitude >= 2 {
-        // Whole numbers from 100 up: dividing by an inexact 10^-k would
-        // print 61200.00000000001.
-        let factor = 10f64.powi(magnitude - 2);
-        return (value / factor).round() * factor;
-    }
-    let factor = 10f64.powi(2 - magnitude);
-    (value * factor).round() / factor
-}
-
 /// A parameter as the language writes it: a bare number for counts and
 /// shapes, a quoted duration for seconds (`"600ms"`, `"4.2s"`).
 fn param(value: f64, seconds: bool) -> String {
     let value = if value.abs() >= 1000.0 {
         value.round()
     } else {
-        sig3(value)
+        crate::format::round_3_sig(value)
     };
-    if !seconds {
-        format!("{value}")
-    } else if value != 0.0 && value.abs() < 1.0 {
-        format!("\"{}ms\"", sig3(value * 1000.0))
+    if seconds {
+        format!("\"{}\"", crate::format::duration_literal(value))
     } else {
-        format!("\"{value}s\"")
+        format!("{value}")
     }
 }
 
@@ -469,7 +451,7 @@ fn kind_words(kind: &DistKind, seconds: bool) -> String {
 /// An observed amount: `"612"`, `"45.7"` tokens, `"612 ms"`.
 fn amount(value: f64, seconds: bool) -> String {
     if seconds {
-        duration_secs(sig3(value))
+        duration_secs(crate::format::round_3_sig(value))
     } else if value.fract() == 0.0 || value.abs() >= 100.0 {
         num(value, 0)
     } else {
@@ -782,9 +764,9 @@ fn histogram_svg(series: &LengthSeries, h: &Histogram) -> DrawResult<String> {
             Scale::Log => 10f64.powf(*x),
         };
         if seconds {
-            duration_secs(sig3(value))
+            duration_secs(crate::format::round_3_sig(value))
         } else {
-            plain(sig3(value))
+            plain(crate::format::round_3_sig(value))
         }
     };
     let highest = h
@@ -867,7 +849,7 @@ fn histogram_svg(series: &LengthSeries, h: &Histogram) -> DrawResult<String> {
             .x_desc(x_desc)
             .y_desc("count per bin")
             .x_label_formatter(&x_label)
-            .y_label_formatter(&|y| plain(sig3(*y)))
+            .y_label_formatter(&|y| plain(crate::format::round_3_sig(*y)))
             .draw()?;
         chart.draw_series(
             h.counts
@@ -969,7 +951,7 @@ fn arrivals_svg(bins: &ArrivalBins, fit: Option<&ArrivalFit>) -> DrawResult<Stri
                 .x_desc(format!("{unit} since the log's first arrival"))
                 .y_desc("arrivals/s")
                 .x_label_formatter(&|x| plain(*x))
-                .y_label_formatter(&|y| plain(sig3(*y)))
+                .y_label_formatter(&|y| plain(crate::format::round_3_sig(*y)))
                 .draw()?;
             chart.draw_series(counts.iter().enumerate().filter(|(_, c)| **c > 0).map(
                 |(i, c)| {

@@ -394,27 +394,18 @@ fn key_words(key: &str, unit: TimeUnit) -> String {
 /// `489 s`, `8.2 min`, `5.7 h`, `5.66 days`.
 fn span_words(span_s: f64) -> String {
     if span_s < 100.0 {
-        format!("{} s", significant(span_s))
+        format!("{} s", crate::format::significant(span_s))
     } else if span_s < 6_000.0 {
-        format!("{} min", significant(span_s / 60.0))
+        format!("{} min", crate::format::significant(span_s / 60.0))
     } else if span_s < 2.0 * 86_400.0 {
-        format!("{} h", significant(span_s / 3600.0))
+        format!("{} h", crate::format::significant(span_s / 3600.0))
     } else {
-        format!("{} days", significant(span_s / 86_400.0))
+        format!("{} days", crate::format::significant(span_s / 86_400.0))
     }
 }
 
 fn rate_words(rps: f64) -> String {
-    significant(rps)
-}
-
-/// Three significant figures, without an exponent.
-fn significant(x: f64) -> String {
-    if !x.is_finite() || x == 0.0 {
-        return format!("{x}");
-    }
-    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
-    format!("{x:.digits$}")
+    crate::format::significant(rps)
 }
 
 #[cfg(test)]
@@ -486,16 +477,15 @@ mod tests {
         assert!((ms.mean_rps - 10.0).abs() < 1e-9);
         assert!((s.mean_rps - 0.01).abs() < 1e-12);
         assert!(
-            f.why.starts_with(
-                "relative whole numbers, read as milliseconds: 8.33 min at 10.0 req/s"
-            ),
+            f.why
+                .starts_with("relative whole numbers, read as milliseconds: 8.33 min at 10 req/s"),
             "{}",
             f.why
         );
         assert!(f.why.contains("also plausible"), "{}", f.why);
         let warning = f.warning.unwrap();
         assert!(warning.contains("--time-unit s"), "{warning}");
-        assert!(warning.contains("5.79 days at 0.0100 req/s"), "{warning}");
+        assert!(warning.contains("5.79 days at 0.01 req/s"), "{warning}");
     }
 
     #[test]
@@ -586,7 +576,7 @@ mod tests {
     #[test]
     fn spans_and_rates_read_as_a_person_writes_them() {
         assert_eq!(span_words(489.0), "8.15 min");
-        assert_eq!(span_words(42.0), "42.0 s");
+        assert_eq!(span_words(42.0), "42 s");
         assert_eq!(span_words(489_000.0), "5.66 days");
         assert_eq!(rate_words(0.0102), "0.0102");
         assert_eq!(rate_words(10.2), "10.2");

@@ -193,6 +193,49 @@ pub fn clause_words(clause: &SloClause) -> String {
     }
 }
 
+/// A clause or a failed-clause reason as `results.json` stores it
+/// (`"ttft p50 261ms [225ms, 314ms] > 150ms"`, named by
+/// [`crate::analyze::slo::clause_label`]) in the card's words:
+/// `"TTFT p50 261 ms [225 ms, 314 ms] > 150 ms"`. The stored string stays
+/// as it is (charts match it); only the view rewrites it.
+pub fn stored_clause_words(stored: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for (i, word) in stored.split(' ').enumerate() {
+        if i == 0 || words.last().is_some_and(|w| w.ends_with(';')) {
+            if word == "error-rate" {
+                words.push("error rate".to_string());
+                continue;
+            }
+            let label = metric_label_str(word);
+            if label != word {
+                words.push(label);
+                continue;
+            }
+        }
+        words.push(spaced_unit(word));
+    }
+    words.join(" ")
+}
+
+/// `"261ms"` → `"261 ms"`, `"[225ms,"` → `"[225 ms,"`, `"1.8s]"` → `"1.8 s]"`.
+fn spaced_unit(word: &str) -> String {
+    let start = word.find(|c: char| c.is_ascii_digit());
+    let Some(start) = start else {
+        return word.to_string();
+    };
+    let digits_end = word[start..]
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or(word.len(), |e| start + e);
+    for unit in ["ms", "s"] {
+        if let Some(rest) = word[digits_end..].strip_prefix(unit) {
+            if rest.is_empty() || rest.starts_with([',', ']', ')', ';']) {
+                return format!("{} {unit}{rest}", &word[..digits_end]);
+            }
+        }
+    }
+    word.to_string()
+}
+
 /// `p99`, `p99.9`, `mean`.
 pub fn stat_label(stat: Stat) -> String {
     stat.key()
@@ -226,6 +269,23 @@ mod tests {
 
     use super::*;
     use crate::config::{Agent, Conversation, Fraction, SharedPrefix};
+
+    #[test]
+    fn stored_clauses_read_in_the_cards_words() {
+        assert_eq!(
+            stored_clause_words("ttft p50 261ms [225ms, 314ms] > 150ms"),
+            "TTFT p50 261 ms [225 ms, 314 ms] > 150 ms"
+        );
+        assert_eq!(stored_clause_words("ttft p99 ≤ 1s"), "TTFT p99 ≤ 1 s");
+        assert_eq!(
+            stored_clause_words("error-rate 2% [1%, 3.5%] > 0.5%"),
+            "error rate 2% [1%, 3.5%] > 0.5%"
+        );
+        assert_eq!(
+            stored_clause_words("e2e p95 ≥ 1s (failed calls) [900ms, ∞)"),
+            "E2E p95 ≥ 1 s (failed calls) [900 ms, ∞)"
+        );
+    }
 
     fn lognormal_input() -> Dist {
         Dist {

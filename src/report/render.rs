@@ -209,6 +209,10 @@ fn environment() -> Environment<'static> {
 /// The number filters, shared by every template.
 pub(crate) fn register_filters(env: &mut Environment<'_>) {
     env.add_filter("ms", |v: Value| number_filter(v, "ms", format::ms));
+    // A clause as results.json stores it, in the card's words.
+    env.add_filter("clause_words", |text: String| {
+        crate::report::describe::stored_clause_words(&text)
+    });
     env.add_filter("rps", |v: Value| number_filter(v, "rps", format::rps));
     env.add_filter("tps", |v: Value| {
         number_filter(v, "tps", format::tokens_per_s)

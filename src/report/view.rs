@@ -739,7 +739,7 @@ fn confidence_pct(card: &Card) -> String {
         .iter()
         .find_map(|r| r.verdicts.first().map(|v| v.confidence))
         .unwrap_or(crate::stats::interval::DEFAULT_CONFIDENCE);
-    crate::analyze::slo::format_fraction(confidence)
+    crate::format::pct_of_fraction(confidence)
 }
 
 /// SLO names for the search table: the card's SLOs in declaration order,
@@ -1236,7 +1236,11 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             range: cr.range,
             inconclusive_rps: cr.inconclusive_rps.clone(),
             failed_at_rps: cr.failed_at_rps,
-            failed_clauses: cr.failed_clauses.clone(),
+            failed_clauses: cr
+                .failed_clauses
+                .iter()
+                .map(|c| crate::report::describe::stored_clause_words(c))
+                .collect(),
             precision_reached: cr.precision_reached,
             note: cr.note.clone(),
             at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
@@ -1412,7 +1416,7 @@ fn mix_view(card: &Card) -> Option<MixView> {
             .map(|l| LimitedByView {
                 class: l.class.clone(),
                 slo: l.slo.clone(),
-                clause: l.clause.clone(),
+                clause: crate::report::describe::stored_clause_words(&l.clause),
             }),
         at_cr_open: class_points(cr.and_then(|c| find_run(card, c.run_id.as_deref()))),
         at_failure: class_points(cr.and_then(|c| find_run(card, c.failed_run_id.as_deref()))),
@@ -1552,7 +1556,7 @@ fn mix_what_ifs(report: &CapacityReport) -> Vec<MixWhatIf> {
                 .map(|l| LimitedByView {
                     class: l.class.clone(),
                     slo: l.slo.clone(),
-                    clause: l.clause.clone(),
+                    clause: crate::report::describe::stored_clause_words(&l.clause),
                 }),
             file_name: super::card_file_name(card),
         });
@@ -1710,7 +1714,7 @@ pub struct WallTimeView {
 }
 
 fn wall_time_view(t: &crate::analyze::wall_time::CardWallTime) -> WallTimeView {
-    let words = |s: Option<f64>| s.map(crate::plan::human_duration);
+    let words = |s: Option<f64>| s.map(crate::format::duration_words);
     // The plan counts a virtual card in simulated time: compare like with like.
     let compared = t.simulated_s.or(t.actual_s);
     WallTimeView {
@@ -2014,7 +2018,7 @@ mod tests {
         let text = rendered(&card);
         assert!(
             text.contains(
-                "| Time taken | planned 3m 5s, at most 5m; took 5m 57s, the sum of 12 runs'"
+                "| Time taken | planned 3 min 5 s, at most 5 min; took 5 min 57 s, the sum of 12 runs'"
             ) && text.contains("**beyond the plan's bound**"),
             "{text}"
         );
@@ -2027,7 +2031,7 @@ mod tests {
         });
         let text = rendered(&card);
         assert!(
-            text.contains("planned 3m 5s, at most 5m of simulated time; the runs simulated 4m, in 1.5s of wall time (virtual time)"),
+            text.contains("planned 3 min 5 s, at most 5 min of simulated time; the runs simulated 4 min, in 1.5 s of wall time (virtual time)"),
             "{text}"
         );
         assert!(!text.contains("beyond the plan's bound"), "{text}");

@@ -185,7 +185,7 @@ pub(super) async fn drive(
                         wanted.slo,
                         wanted.label,
                         crate::format::significant(wanted.multiplier),
-                        analyze::slo::format_ms(wanted.bound_ms),
+                        crate::format::ms(wanted.bound_ms),
                         crate::format::significant(rate)
                     );
                     let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
@@ -350,13 +350,13 @@ pub(super) fn describe_run(run: &RunPlan) -> String {
         Load::Rate { rate, arrival } => format!("open loop, {} rps {}", rate.0, arrival.label()),
     };
     let stop = match run.stop {
-        StopRule::Duration(d) => plan::human_duration(d.as_secs_f64()),
+        StopRule::Duration(d) => crate::format::duration_words(d.as_secs_f64()),
         StopRule::Requests(n) => format!("{n} requests"),
         StopRule::TraceEnd => "until the trace ends".to_string(),
     };
     format!(
         "{load}, warmup {} + {stop}",
-        plan::human_duration(run.warmup.as_secs_f64())
+        crate::format::duration_words(run.warmup.as_secs_f64())
     )
 }
 
@@ -468,7 +468,7 @@ pub(super) async fn extend(
         "  {}: inconclusive for {}: extending ({} left in the budget)",
         run.id,
         undecided.join(", "),
-        plan::human_duration(budget.left.as_secs_f64())
+        crate::format::duration_words(budget.left.as_secs_f64())
     );
     budget.left = budget
         .left

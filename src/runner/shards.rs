@@ -197,7 +197,7 @@ pub(super) async fn drive_timetable(
         part.label(),
         runs.len(),
         crate::time::rfc3339_utc(start_at),
-        crate::plan::human_duration(starts.last().map_or(0.0, |d| d.as_secs_f64()))
+        crate::format::duration_words(starts.last().map_or(0.0, |d| d.as_secs_f64()))
     );
     for ((card, run), offset) in runs.iter().zip(starts) {
         if cancel.is_cancelled() {

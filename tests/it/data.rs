@@ -280,7 +280,7 @@ fn a_trace_without_duration_lasts_the_trace() {
     let text = String::from_utf8(plan.get_output().stdout.clone()).unwrap();
     // The 0.7 s trace at 1x and 2x: both replays are measured for the
     // one-second minimum.
-    assert!(text.contains("warmup 0s + 1s per rate"), "{text}");
+    assert!(text.contains("warmup 0 s + 1 s per rate"), "{text}");
     let out = dir.path().join("out");
     capcard()
         .args(["run", "--quiet"])

@@ -539,7 +539,7 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
     );
     assert!(extra.len() as u32 <= capcard::plan::frontier_max_runs(2));
     assert!(
-        log.contains("frontier of chat, e2e p50 ≤ 500ms at 0.5× (≤ 250ms)"),
+        log.contains("frontier of chat, e2e p50 ≤ 500ms at 0.5× (≤ 250 ms)"),
         "{log}"
     );
 

@@ -243,9 +243,14 @@ fn knob(kdl: &str, name: &str) -> f64 {
         .find(|l| l.starts_with(&format!("{name} ")))
         .unwrap_or_else(|| panic!("no `{name}` in\n{kdl}"));
     let value = line[name.len()..].trim().trim_matches('"');
-    match value.strip_suffix("ms") {
-        Some(ms) => ms.parse::<f64>().unwrap() / 1e3,
-        None => value.parse().unwrap(),
+    if let Some(us) = value.strip_suffix("us") {
+        us.parse::<f64>().unwrap() / 1e6
+    } else if let Some(ms) = value.strip_suffix("ms") {
+        ms.parse::<f64>().unwrap() / 1e3
+    } else if let Some(s) = value.strip_suffix('s') {
+        s.parse().unwrap()
+    } else {
+        value.parse().unwrap()
     }
 }
 
