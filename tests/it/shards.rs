@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
-use crate::support::{
-    binary, capcard, experiment_file, read_report, real_time, run_ok, serve_tiny,
-};
+use crate::support::{binary, capcard, experiment_file, read_report, run_ok, serve_tiny};
 use capcard::analyze::Card;
 
 /// One endpoint target (the simulator served once, on loopback), a sweep
@@ -100,9 +98,8 @@ fn free_loopback_addr() -> String {
     listener.local_addr().unwrap().to_string()
 }
 
-#[test]
-fn timetable_shards_merge_into_the_one_process_card() {
-    let _real_time = real_time();
+/// Measured in real time: run by `crate::all_real_time_measurements_in_turn`.
+pub fn timetable_shards_merge_into_the_one_process_card() {
     let (_server, url) = serve_tiny();
     let (tmp, file) = experiment_file("sharded.kdl", &experiment(&url, "rates 20 60"));
 
@@ -219,9 +216,8 @@ fn timetable_shards_merge_into_the_one_process_card() {
     );
 }
 
-#[test]
-fn coordinated_shards_search_cr_open_together() {
-    let _real_time = real_time();
+/// Measured in real time: run by `crate::all_real_time_measurements_in_turn`.
+pub fn coordinated_shards_search_cr_open_together() {
     let (_server, url) = serve_tiny();
     let (tmp, file) = experiment_file(
         "sharded.kdl",

@@ -2,9 +2,8 @@
 //! binary ([`capcard`], [`binary`]), an experiment written to a temporary
 //! folder ([`experiment_file`]), a run that must succeed ([`run_ok`]) and
 //! the results it leaves ([`read_report`]); the simulated engine on a port
-//! ([`tiny_sim`], [`serve_tiny`]); journals built by hand ([`build`]); the
-//! lock of the tests that measure in real time ([`real_time`]); and a small
-//! HTTP client ([`web`]).
+//! ([`tiny_sim`], [`serve_tiny`]); journals built by hand ([`build`]); and a
+//! small HTTP client ([`web`]).
 
 use std::path::{Path, PathBuf};
 
@@ -61,32 +60,6 @@ pub fn run_ok(file: &Path, out: &Path, args: &[&str]) -> String {
 pub fn read_report(dir: &Path) -> CapacityReport {
     let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
     capcard::report::parse_results_json(&text).expect("results.json parses")
-}
-
-/// Held by a test that measures in real time, across the threads of
-/// `cargo test` and the processes of `cargo nextest` alike (an exclusive
-/// `flock` on a file in the target's temporary folder): such tests compare
-/// latencies and throughputs, which two of them at once on two cores would
-/// starve. Tests in virtual time need no lock.
-pub struct RealTime {
-    _file: std::fs::File,
-}
-
-/// Waits for the real-time lock (see [`RealTime`]).
-pub fn real_time() -> RealTime {
-    use std::os::unix::io::AsRawFd;
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capcard-real-time.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .expect("the lock file opens");
-    // SAFETY: flock on a descriptor this function owns, kept open (and so
-    // locked) as long as the returned guard lives.
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(locked, 0, "flock {}", path.display());
-    RealTime { _file: file }
 }
 
 /// The `tiny` engine on an ephemeral loopback port, on a runtime of its

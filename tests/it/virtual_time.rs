@@ -3,7 +3,7 @@
 //! Cr_closed identical, Cr_open within the search's precision), and the
 //! virtual run says so on the card and in results.json.
 
-use crate::support::{capcard, experiment_file, read_report, real_time};
+use crate::support::{capcard, experiment_file, read_report};
 
 /// Short enough to run in real time in the suite (about 40 s).
 const EXPERIMENT: &str = r#"
@@ -38,9 +38,8 @@ open {
 }
 "#;
 
-#[test]
-fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
-    let _real_time = real_time();
+/// Measured in real time: run by `crate::all_real_time_measurements_in_turn`.
+pub fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
     let (tmp, file) = experiment_file("vr.kdl", EXPERIMENT);
     let real_dir = tmp.path().join("real");
     let virtual_dir = tmp.path().join("virtual");
