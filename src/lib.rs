@@ -27,6 +27,7 @@
 //! | 0 | [`serve`] | serving an HTTP router in the background: bind, TCP_NODELAY, graceful stop |
 //! | 1 | [`dist`] | distributions of token counts and times, and drawing from them |
 //! | 1 | [`data`] | the data files an experiment names, parsed: datasets, traces, a tokenizer |
+//! | 1 | [`launch`] | an inference server started per setting, waited ready, and stopped with its whole process group |
 //! | 2 | [`sim`] | the built-in simulated engine and its HTTP server, with its own knobs |
 //! | 3 | [`config`] | KDL experiment file → validated [`config::Experiment`]; the one KDL writer |
 //! | 4 | [`workload`] | seeded request streams: what each task sends |
@@ -65,6 +66,9 @@ pub mod format;
 pub mod hash;
 pub mod init;
 pub mod k8s;
+// Process groups and killpg: Unix only.
+#[cfg(unix)]
+pub mod launch;
 pub mod plan;
 pub mod profile;
 pub mod quantity;
