@@ -217,7 +217,13 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         max_evaluations: usize,
     },
-    /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C.
+    /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C
+    /// or SIGTERM.
+    ///
+    /// The serving knobs override the preset's as a `sim { }` block does
+    /// (the same rules; unset, the preset's value), so that a launcher can
+    /// start it as it would start vLLM: `capcard sim --preset tiny
+    /// --max-num-seqs 64`.
     Sim {
         /// Preset (see --list).
         #[arg(long, default_value = "h100-llama3-8b")]
@@ -244,7 +250,63 @@ pub enum Command {
         /// model, listed by /v1/models); repeatable.
         #[arg(long = "adapter", value_name = "NAME")]
         adapters: Vec<String>,
-        /// Engines behind the one endpoint (a small virtual cluster).
+        /// vLLM --max-num-seqs: most requests in one batch.
+        #[arg(
+            long,
+            value_name = "N",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        max_num_seqs: Option<u32>,
+        /// vLLM --max-num-batched-tokens: a step's token budget.
+        #[arg(
+            long,
+            value_name = "N",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        max_batched_tokens: Option<u32>,
+        /// KV-cache capacity in tokens (vLLM's "GPU KV cache size"),
+        /// instead of the one derived from memory.
+        #[arg(
+            long,
+            value_name = "N",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        kv_cache_tokens: Option<u64>,
+        /// GPUs of the tensor-parallel group (it must divide the model's heads).
+        #[arg(
+            long,
+            value_name = "N",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        tensor_parallel: Option<u32>,
+        /// vLLM --gpu-memory-utilization, in (0, 1] (or a percentage, "90%").
+        #[arg(long, value_name = "FRACTION", value_parser = parse_share, help_heading = "Serving knobs (default: the preset's)")]
+        gpu_memory_utilization: Option<f64>,
+        /// Automatic prefix caching.
+        #[arg(
+            long,
+            value_name = "true|false",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        prefix_caching: Option<bool>,
+        /// Chunked prefill; off, a prompt is prefilled whole in one step.
+        #[arg(
+            long,
+            value_name = "true|false",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        chunked_prefill: Option<bool>,
+        /// vLLM --max-model-len: the window in tokens (prompt + output), at
+        /// most the model's own and what the KV cache holds (a target's
+        /// `max-context`).
+        #[arg(
+            long,
+            value_name = "N",
+            visible_alias = "max-context",
+            help_heading = "Serving knobs (default: the preset's)"
+        )]
+        max_model_len: Option<u32>,
+        /// Engines behind the one endpoint (a small virtual cluster, at most 64).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         replicas: u32,
         /// How requests are spread over the replicas: round-robin,
@@ -275,9 +337,10 @@ pub enum Command {
         /// a model served with vLLM's --reasoning-parser does.
         #[arg(long, value_name = "N")]
         reasoning_tokens: Option<u32>,
-        /// Send N tokens per streamed event, as hosted APIs buffer them.
-        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-        tokens_per_event: u32,
+        /// Send N tokens per streamed event, as hosted APIs buffer them
+        /// (default 1).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        tokens_per_event: Option<u32>,
     },
     /// Write the Kubernetes objects that run an experiment sharded over
     /// pods, as YAML for `kubectl apply -f`.
@@ -359,6 +422,18 @@ fn parse_instant(text: &str) -> Result<std::time::SystemTime, String> {
 fn parse_rate_limit(text: &str) -> Result<crate::sim::RateLimit, String> {
     text.parse()
         .map_err(|e: crate::sim::RateLimitError| e.to_string())
+}
+
+/// `--gpu-memory-utilization`: `0.9` or `90%`, as the `sim { }` block
+/// takes it; its range is checked with the block's rule.
+fn parse_share(text: &str) -> Result<f64, String> {
+    if text.trim_end().ends_with('%') {
+        return crate::config::units::parse_percent(text)
+            .map_err(|e| format!("{}; {}", e.message, e.help));
+    }
+    text.trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number (a share such as 0.9, or 90%)"))
 }
 
 /// `--router`: a [`SimRouter`](crate::config::SimRouter) by its KDL name.

@@ -254,6 +254,14 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             stall,
             seed,
             adapters,
+            max_num_seqs,
+            max_batched_tokens,
+            kv_cache_tokens,
+            tensor_parallel,
+            gpu_memory_utilization,
+            prefix_caching,
+            chunked_prefill,
+            max_model_len,
             replicas,
             router,
             strict,
@@ -272,16 +280,27 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
                 stall,
                 seed,
                 adapters,
-                replicas,
-                router,
+                serving: sim::SimServing {
+                    max_num_seqs,
+                    max_batched_tokens,
+                    kv_cache_tokens,
+                    gpu_memory_utilization,
+                    prefix_caching,
+                    chunked_prefill,
+                    tensor_parallel,
+                    reasoning_tokens: reasoning_tokens.map(|n| config::Dist::fixed(f64::from(n))),
+                    tokens_per_event,
+                    replicas,
+                    router,
+                    max_context: max_model_len,
+                    ..sim::SimServing::default()
+                },
                 dialect: sim::SimDialect {
                     strict,
                     refused_fields,
                     ignored_fields,
                     rate_limit,
                 },
-                reasoning_tokens,
-                tokens_per_event,
             },
             out,
         ),
@@ -780,8 +799,9 @@ pub fn k8s(request: &K8sRequest, out: &mut dyn Write) -> Outcome {
     Ok(Exit::Success)
 }
 
-/// `capcard sim [--preset P] [--listen ADDR] ...`: the flags as they were
-/// given (checked here, not by clap, so the messages name the flag).
+/// `capcard sim [--preset P] [--listen ADDR] [--max-num-seqs N] ...`: the
+/// flags as they were given (checked here, not by clap, so the messages
+/// name the flag, or the knob, as a `sim { }` block would).
 #[derive(Debug, Clone)]
 pub struct SimRequest {
     pub preset: String,
@@ -792,15 +812,14 @@ pub struct SimRequest {
     pub stall: Option<String>,
     pub seed: u64,
     pub adapters: Vec<String>,
-    pub replicas: u32,
-    pub router: config::SimRouter,
+    /// The serving knobs given as flags (`--max-num-seqs`, `--replicas`,
+    /// `--reasoning-tokens`, ...); unset ones keep the preset's value.
+    pub serving: sim::SimServing,
     pub dialect: sim::SimDialect,
-    pub reasoning_tokens: Option<u32>,
-    pub tokens_per_event: u32,
 }
 
 /// `capcard sim`: the presets listed on `out`, or the simulated engine
-/// served until Ctrl-C.
+/// served until Ctrl-C or SIGTERM (how a launcher stops it), then exit 0.
 pub fn sim(request: SimRequest, out: &mut dyn Write) -> Outcome {
     if request.list {
         write!(out, "{}", sim::presets::describe_all())?;
@@ -808,16 +827,46 @@ pub fn sim(request: SimRequest, out: &mut dyn Write) -> Outcome {
     }
     let config = match sim_config(&request) {
         Ok(c) => c,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("error: {problem}");
+            }
             return Ok(Exit::Invalid);
         }
     };
+    let changed = sim::presets::find(&request.preset)
+        .map(|base| sim::knobs::differences(base, &config.preset))
+        .unwrap_or_default();
+    let mut settings = changed;
+    if config.replicas > 1 {
+        settings.push(format!(
+            "replicas {} router={}",
+            config.replicas,
+            config.router.as_str()
+        ));
+    }
     let (preset, listen) = (request.preset, request.listen);
     with_runtime(async move {
-        eprintln!("capcard sim: {preset} on http://{listen}/v1 (Ctrl-C stops)");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+        // Registered before the server binds: a launcher that sees the
+        // port open may send SIGTERM at once.
+        let stop = match StopSignals::register() {
+            Ok(stop) => stop,
+            Err(e) => {
+                eprintln!("error: cannot listen for Ctrl-C and SIGTERM: {e}");
+                return Ok(Exit::NotCarriedOut);
+            }
+        };
+        let settings = if settings.is_empty() {
+            String::new()
+        } else {
+            format!(" with {}", settings.join(", "))
+        };
+        eprintln!(
+            "capcard sim: {preset}{settings} on http://{listen}/v1 (Ctrl-C or SIGTERM stops)"
+        );
+        let shutdown = async move {
+            let signal = stop.next().await;
+            eprintln!("capcard sim: {signal}, stopping");
         };
         match sim::serve(config, listen, shutdown).await {
             Ok(()) => Ok(Exit::Success),
@@ -829,45 +878,90 @@ pub fn sim(request: SimRequest, out: &mut dyn Write) -> Outcome {
     })
 }
 
-/// The `capcard sim` flags as a simulator configuration.
-fn sim_config(request: &SimRequest) -> Result<sim::SimConfig, String> {
+/// Ctrl-C and SIGTERM, listened for from the moment they are registered
+/// (a signal before that would end the process with no clean stop).
+struct StopSignals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Within a runtime.
+    fn register() -> io::Result<StopSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(StopSignals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
+    }
+
+    /// The first of them to come, by name.
+    async fn next(mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "Ctrl-C",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+/// The `capcard sim` flags as a simulator configuration: the knobs checked
+/// by the `sim { }` block's rules, then applied to the preset by the one
+/// resolution every `sim` target goes through.
+fn sim_config(request: &SimRequest) -> Result<sim::SimConfig, Vec<String>> {
+    let mut problems = Vec::new();
     for (flag, value) in [
         ("--fail-rate", request.fail_rate),
         ("--cut-rate", request.cut_rate),
     ] {
         if !(0.0..=1.0).contains(&value) {
-            return Err(format!(
+            problems.push(format!(
                 "{flag} must be a fraction between 0 and 1, got {value}"
             ));
         }
     }
-    let stall = request
-        .stall
-        .as_deref()
-        .map(|text| {
-            config::units::parse_duration(text)
-                .map_err(|e| format!("--stall {text}: {}; {}", e.message, e.help))
-        })
-        .transpose()?;
+    let stall = match request.stall.as_deref().map(|text| {
+        config::units::parse_duration(text)
+            .map_err(|e| format!("--stall {text}: {}; {}", e.message, e.help))
+    }) {
+        Some(Ok(stall)) => Some(stall),
+        Some(Err(problem)) => {
+            problems.push(problem);
+            None
+        }
+        None => None,
+    };
+    problems.extend(config::check_sim_knobs(&request.serving));
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     let faults = config::SimFaults {
         fail_rate: config::Fraction(request.fail_rate),
         cut_rate: config::Fraction(request.cut_rate),
         stall,
     };
-    Ok(sim::SimConfig::for_preset(&request.preset)
-        .map_err(|e| e.to_string())?
-        .with_faults(faults)
-        .with_seed(request.seed)
-        .with_adapters(request.adapters.clone())
-        .with_replicas(request.replicas)
-        .with_router(request.router)
-        .with_dialect(request.dialect.clone())
-        .with_answers(sim::Answers {
-            reasoning_tokens: request
-                .reasoning_tokens
-                .map(|n| config::Dist::fixed(f64::from(n))),
-            tokens_per_event: request.tokens_per_event,
-        }))
+    Ok(
+        sim::SimConfig::for_target(&request.preset, &request.serving)
+            .map_err(|e| vec![e.to_string()])?
+            .with_faults(faults)
+            .with_seed(request.seed)
+            .with_adapters(request.adapters.clone())
+            .with_dialect(request.dialect.clone()),
+    )
 }
 
 /// `future` on a multi-threaded runtime of its own (exit 2 if none starts).

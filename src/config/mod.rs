@@ -20,7 +20,7 @@ use std::path::Path;
 
 pub use diag::{ConfigDiagnostic, ConfigError, ConfigWarning, Source, source_for};
 pub use model::*;
-pub use validate::validate;
+pub use validate::{check_sim_knobs, validate};
 
 /// Parse and validate an experiment from source text; `path` names the file
 /// in diagnostics and gives `base_dir`.

@@ -189,6 +189,97 @@ pub fn apply(preset: &Preset, serving: &SimServing) -> Result<Preset, KnobError>
     Ok(p)
 }
 
+/// What `engine` serves differently from `base`, the preset it was made
+/// from: one `knob value (preset value)` each, in the order of the `sim { }`
+/// block, as `capcard sim` says it at startup. Effective values, not the
+/// knobs as given: a knob set to the preset's own value is no difference,
+/// and a `tensor-parallel` shows the KV cache and window it grew.
+pub fn differences(base: &Preset, engine: &Preset) -> Vec<String> {
+    fn secs(s: f64) -> String {
+        crate::format::duration_literal(s)
+    }
+    let mut lines = Vec::new();
+    let mut differ = |knob: &str, base: String, engine: String| {
+        if base != engine {
+            lines.push(format!("{knob} {engine} (preset {base})"));
+        }
+    };
+    differ(
+        "max-num-seqs",
+        base.max_num_seqs.to_string(),
+        engine.max_num_seqs.to_string(),
+    );
+    differ(
+        "max-batched-tokens",
+        base.max_num_batched_tokens.to_string(),
+        engine.max_num_batched_tokens.to_string(),
+    );
+    differ(
+        "kv-cache-tokens",
+        base.kv_capacity_tokens().to_string(),
+        engine.kv_capacity_tokens().to_string(),
+    );
+    differ(
+        "gpu-memory-utilization",
+        base.gpu_memory_utilization.to_string(),
+        engine.gpu_memory_utilization.to_string(),
+    );
+    differ(
+        "prefix-caching",
+        base.prefix_caching.to_string(),
+        engine.prefix_caching.to_string(),
+    );
+    differ(
+        "chunked-prefill",
+        base.chunked_prefill.to_string(),
+        engine.chunked_prefill.to_string(),
+    );
+    differ(
+        "tensor-parallel",
+        base.tensor_parallel.to_string(),
+        engine.tensor_parallel.to_string(),
+    );
+    let (b, e) = (&base.efficiency, &engine.efficiency);
+    differ(
+        "compute-efficiency",
+        b.compute.to_string(),
+        e.compute.to_string(),
+    );
+    differ(
+        "memory-efficiency",
+        b.memory.to_string(),
+        e.memory.to_string(),
+    );
+    differ(
+        "step-overhead",
+        secs(b.step_overhead_s),
+        secs(e.step_overhead_s),
+    );
+    differ(
+        "per-seq-overhead",
+        secs(b.per_seq_overhead_s),
+        secs(e.per_seq_overhead_s),
+    );
+    let reasoning = |p: &Preset| {
+        p.answers
+            .reasoning_tokens
+            .as_ref()
+            .map_or_else(|| "none".to_string(), crate::dist::Dist::kdl_words)
+    };
+    differ("reasoning-tokens", reasoning(base), reasoning(engine));
+    differ(
+        "tokens-per-event",
+        base.answers.tokens_per_event.to_string(),
+        engine.answers.tokens_per_event.to_string(),
+    );
+    differ(
+        "max-model-len",
+        base.max_model_len().to_string(),
+        engine.max_model_len().to_string(),
+    );
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -204,7 +295,34 @@ mod tests {
     fn no_knobs_is_the_preset() {
         for p in crate::sim::presets::all() {
             assert_eq!(&apply(p, &SimServing::default()).unwrap(), p);
+            assert!(differences(p, p).is_empty());
         }
+    }
+
+    #[test]
+    fn differences_are_the_effective_values_that_changed() {
+        let p = h100();
+        let knobs = SimServing {
+            max_num_seqs: Some(p.max_num_seqs),
+            tensor_parallel: Some(2),
+            prefix_caching: Some(false),
+            max_context: Some(4096),
+            tokens_per_event: Some(4),
+            ..SimServing::default()
+        };
+        let engine = apply(p, &knobs).unwrap();
+        let kv = |p: &Preset| p.kv_capacity_tokens();
+        assert_eq!(
+            differences(p, &engine),
+            [
+                // max-num-seqs set to the preset's own value: no change.
+                format!("kv-cache-tokens {} (preset {})", kv(&engine), kv(p)),
+                "prefix-caching false (preset true)".to_string(),
+                "tensor-parallel 2 (preset 1)".to_string(),
+                "tokens-per-event 4 (preset 1)".to_string(),
+                "max-model-len 4096 (preset 8192)".to_string(),
+            ]
+        );
     }
 
     #[test]

@@ -552,3 +552,143 @@ async fn prefix_affinity_sends_a_shared_prefix_back_to_the_replica_that_cached_i
         server.shutdown().await;
     }
 }
+
+// ------------------------------------- `capcard sim` as a launched engine
+
+/// `capcard sim ARGS` as a child, killed if a test ends before stopping it.
+struct SimProcess(std::process::Child);
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `capcard sim` started as a launcher starts an engine: the knobs as
+/// flags (its batch cap of 4 seen in its metrics under load, and said at
+/// startup), then SIGTERM stops it, exit 0, with streams still open.
+#[cfg(unix)]
+#[test]
+fn capcard_sim_takes_its_knobs_as_flags_and_stops_on_sigterm() {
+    use std::io::Read;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut sim = SimProcess(
+        std::process::Command::new(crate::support::binary())
+            .args(["sim", "--preset", "tiny", "--max-num-seqs", "4", "--listen"])
+            .arg(addr.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("capcard sim starts"),
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let client = crate::support::web::Client::new();
+    let (streams, loaded) = runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(resp) = client.get(format!("http://{addr}/v1/models")).send().await {
+                assert_eq!(resp.status(), 200);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "sim never answered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Six long streams on four seats: two must wait.
+        let mut streams = Vec::new();
+        for i in 0..6 {
+            let resp = client
+                .post(format!("http://{addr}/v1/completions"))
+                .json(
+                    &json!({"prompt": words(16, &format!("s{i}-")), "max_tokens": 1500,
+                    "ignore_eos": true, "stream": true}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            streams.push(resp);
+        }
+        let mut loaded = String::new();
+        for _ in 0..300 {
+            let url = format!("http://{addr}/metrics");
+            loaded = client.get(url).send().await.unwrap().text().await.unwrap();
+            if sample(&loaded, "vllm:num_requests_waiting") == Some(2.0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (streams, loaded)
+    });
+    assert_eq!(
+        sample(&loaded, "vllm:num_requests_running"),
+        Some(4.0),
+        "{loaded}"
+    );
+    assert_eq!(sample(&loaded, "vllm:num_requests_waiting"), Some(2.0));
+
+    let pid = libc::pid_t::try_from(sim.0.id()).expect("a pid");
+    let sent = std::time::Instant::now();
+    // SAFETY: a signal to the child this test started and still holds.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = loop {
+        if let Some(status) = sim.0.try_wait().expect("the child is ours") {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "capcard sim still runs 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stopped_after = sent.elapsed();
+    drop(streams);
+    let mut log = String::new();
+    if let Some(mut stderr) = sim.0.stderr.take() {
+        stderr.read_to_string(&mut log).expect("its stderr");
+    }
+    assert_eq!(status.code(), Some(0), "{status:?}\n{log}");
+    assert!(stopped_after < Duration::from_secs(5), "{stopped_after:?}");
+    assert!(
+        log.starts_with(&format!(
+            "capcard sim: tiny with max-num-seqs 4 (preset 32) on http://{addr}/v1"
+        )),
+        "{log}"
+    );
+    assert!(log.contains("capcard sim: SIGTERM, stopping"), "{log}");
+}
+
+/// A knob a `sim { }` block refuses is refused as a flag too, with the
+/// block's words: a usage error, exit 1, nothing served.
+#[test]
+fn capcard_sim_refuses_the_knobs_a_sim_block_refuses() {
+    use predicates::prelude::*;
+    for (flags, says) in [
+        (
+            &["--max-num-seqs", "0"][..],
+            "`max-num-seqs` must be at least 1, got 0",
+        ),
+        (&["--gpu-memory-utilization", "90"], "for 90% write 0.9"),
+        (
+            &["--tensor-parallel", "3"],
+            "tensor-parallel 3 does not divide",
+        ),
+        (
+            &["--max-model-len", "4096"],
+            "beyond sim/tiny's own context of 2048 tokens",
+        ),
+        (&["--kv-cache-tokens", "8"], "holds no whole KV-cache block"),
+        (&["--prefix-caching", "maybe"], "--prefix-caching"),
+        (&["--replicas", "65"], "`replicas` must be at most 64"),
+    ] {
+        crate::support::capcard()
+            .args(["sim", "--preset", "tiny", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says));
+    }
+}

@@ -22,6 +22,7 @@ mod values;
 pub(crate) use experiment::unknown_slo_issue;
 pub use experiment::validate;
 pub(crate) use mixes::*;
+pub use sim::check_sim_knobs;
 pub(crate) use sim::*;
 pub(crate) use target::*;
 pub(crate) use values::*;
@@ -283,6 +284,21 @@ mod tests {
         assert_eq!(
             check_sim_serving(&real_overhead)[0].message,
             "`network-overhead` needs `virtual #true`"
+        );
+        // Knobs given as flags: the same rules, message and help in one line.
+        let flags = SimServing {
+            max_num_seqs: Some(0),
+            gpu_memory_utilization: Some(90.0),
+            max_context: Some(0),
+            ..SimServing::default()
+        };
+        assert_eq!(
+            check_sim_knobs(&flags),
+            [
+                "`max-num-seqs` must be at least 1, got 0; leave `max-num-seqs` out to keep the preset's value",
+                "`gpu-memory-utilization` must be greater than 0 and at most 1, got 90; `gpu-memory-utilization` is the share of GPU memory the engine may take for weights and KV cache, a number up to 1: for 90% write 0.9",
+                "`max-context` must be at least 1, got 0; leave `max-context` out to keep the preset's value",
+            ]
         );
         assert!(
             unknown_router_issue("least")

@@ -139,8 +139,25 @@ pub(crate) fn check_sim_serving(serving: &SimServing) -> Vec<Issue> {
             issues.extend(check_sim_share(knob, value));
         }
     }
+    if let Some(tokens) = serving.max_context {
+        issues.extend(check_sim_count("max-context", u64::from(tokens)));
+    }
     if !serving.virtual_time && !serving.network_overhead.is_zero() {
         issues.push(network_overhead_without_virtual());
     }
     issues
+}
+
+/// The rules of a `sim { }` block for knobs given another way (`capcard
+/// sim --max-num-seqs 0`): each broken one as `message; help`. What the
+/// preset cannot serve with them (a tensor parallelism that does not split
+/// its heads) is [`crate::sim::resolve`]'s to say.
+pub fn check_sim_knobs(serving: &SimServing) -> Vec<String> {
+    check_sim_serving(serving)
+        .into_iter()
+        .map(|issue| match issue.help {
+            Some(help) => format!("{}; {help}", issue.message),
+            None => issue.message,
+        })
+        .collect()
 }
