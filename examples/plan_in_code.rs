@@ -38,6 +38,8 @@ fn main() -> miette::Result<()> {
             force_length: true,
             extra_body: Default::default(),
             max_context: None,
+            launch: None,
+            setting: None,
         }],
         workloads: vec![Workload {
             name: "chat".into(),
@@ -110,6 +112,7 @@ fn main() -> miette::Result<()> {
             headroom: Fraction(0.3),
             spares: 1,
         }),
+        sweeps: Vec::new(),
         base_dir: None,
     };
 

@@ -25,6 +25,10 @@ pub const RESULTS_FILE: &str = "results.json";
 pub const RUNS_DIR: &str = "runs";
 pub const SUMMARY_FILE: &str = "summary.md";
 pub const TELEMETRY_DIR: &str = "telemetry";
+/// Launched engines: `<target>.log` (stdout and stderr) and `<target>.json`.
+pub const SERVERS_DIR: &str = "servers";
+/// The settings `tune` pruned, and why.
+pub const TUNE_FILE: &str = "tune.json";
 
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum FolderError {
@@ -99,6 +103,49 @@ impl ResultsFolder {
     /// The server's Prometheus scrapes during a run, when it had any.
     pub fn telemetry(&self, run_id: &str) -> PathBuf {
         self.dir.join(TELEMETRY_DIR).join(format!("{run_id}.jsonl"))
+    }
+
+    /// A launched engine's stdout and stderr (`servers/<target>.log`).
+    pub fn server_log(&self, target: &str) -> PathBuf {
+        self.dir.join(SERVERS_DIR).join(format!("{target}.log"))
+    }
+    /// How a launched engine fared (`servers/<target>.json`).
+    pub fn server_record_path(&self, target: &str) -> PathBuf {
+        self.dir.join(SERVERS_DIR).join(format!("{target}.json"))
+    }
+    /// Write a launched engine's record (replacing the last).
+    pub fn write_server_record(
+        &self,
+        target: &str,
+        record: &analyze::settings::ServerRecord,
+    ) -> Result<(), FolderError> {
+        let path = self.server_record_path(target);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let json = serde_json::to_string_pretty(record)
+            .map_err(|e| FolderError::Render(format!("{}: {e}", path.display())))?;
+        write(&path, &(json + "\n"))
+    }
+    /// A launched engine's record, if this folder has one.
+    pub fn server_record(&self, target: &str) -> Option<analyze::settings::ServerRecord> {
+        let text = fs::read_to_string(self.server_record_path(target)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+    /// Why `tune` stopped measuring each setting it pruned (`tune.json`).
+    pub fn pruned(&self) -> BTreeMap<String, String> {
+        fs::read_to_string(self.dir.join(TUNE_FILE))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
+    }
+    /// Record that `tune` pruned `target`, and why.
+    pub fn write_pruned(&self, target: &str, why: &str) -> Result<(), FolderError> {
+        let mut pruned = self.pruned();
+        pruned.insert(target.to_string(), why.to_string());
+        let json = serde_json::to_string_pretty(&pruned)
+            .map_err(|e| FolderError::Render(format!("{TUNE_FILE}: {e}")))?;
+        write(&self.dir.join(TUNE_FILE), &(json + "\n"))
     }
 
     /// Create the folder and `runs/`, copy the experiment source, write the plan.
@@ -218,6 +265,7 @@ pub fn recompute(
     let mut cards: Vec<Card> = Vec::new();
     let mut content_nonce = None;
 
+    let pruned = folder.pruned();
     for card_plan in &plan.cards {
         let Some(target) = experiment.target(&card_plan.target) else {
             continue;
@@ -371,6 +419,8 @@ pub fn recompute(
         }
         card.target_info.context_fit = context_fit(experiment, card_plan, context_window.as_ref());
         card.target_info.context_window = context_window;
+        card.target_info.server = folder.server_record(&card.target);
+        card.target_info.pruned = pruned.get(&card.target).cloned();
         cards.push(card);
     }
 

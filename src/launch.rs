@@ -265,6 +265,9 @@ pub async fn launch(
             };
             let _ = exit_tx.send(exit);
         });
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.push(pid);
+    }
     let mut launched = Launched {
         pid,
         launched_at,
@@ -428,6 +431,21 @@ impl Drop for Launched {
         if !self.stopped {
             signal_group(self.pid, libc::SIGKILL);
         }
+        if let Ok(mut groups) = LIVE_GROUPS.lock() {
+            groups.retain(|&g| g != self.pid);
+        }
+    }
+}
+
+/// The groups launched and not yet dropped: what [`kill_all`] kills.
+static LIVE_GROUPS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// SIGKILL every server this process launched and still holds: for a hard
+/// abort (a second Ctrl-C), which exits at once and runs no destructor.
+pub fn kill_all() {
+    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        signal_group(pgid, libc::SIGKILL);
     }
 }
 

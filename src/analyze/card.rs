@@ -409,6 +409,7 @@ pub fn build_report(
         started_at,
         finished_at,
         content_nonce: None,
+        settings: super::settings::compare(experiment, &cards),
         cards,
     }
 }
@@ -427,6 +428,13 @@ fn sim_preset(target: &Target) -> Option<crate::sim::Preset> {
 
 fn target_info(target: &Target, model: Option<String>) -> TargetInfo {
     TargetInfo {
+        setting: target
+            .setting
+            .as_ref()
+            .map(|s| s.values.clone())
+            .unwrap_or_default(),
+        server: None,
+        pruned: None,
         kind: match &target.kind {
             TargetKind::Endpoint { base_url } => format!("endpoint {base_url}"),
             // The knobs that differ from the preset, as the file sets them.
@@ -904,6 +912,7 @@ mod tests {
                 headroom: Fraction(0.3),
                 spares: 1,
             }),
+            sweeps: Vec::new(),
             base_dir: None,
         }
     }
@@ -934,6 +943,8 @@ mod tests {
             force_length: true,
             extra_body: Default::default(),
             max_context: None,
+            launch: None,
+            setting: None,
         }
     }
 

@@ -13,11 +13,13 @@ pub use crate::stats::interval;
 pub mod knee;
 pub mod mix;
 pub mod search;
+pub mod settings;
 pub mod sharding;
 pub mod sizing;
 pub mod slo;
 pub mod summary;
 pub mod telemetry;
+pub mod tune;
 pub mod wall_time;
 
 use std::collections::BTreeMap;
@@ -378,6 +380,9 @@ pub struct CapacityReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_nonce: Option<u64>,
     pub cards: Vec<Card>,
+    /// Swept targets: their settings side by side, per workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<settings::SettingsComparison>,
 }
 
 /// One card: one target × one workload.
@@ -437,6 +442,16 @@ pub struct Card {
 pub struct TargetInfo {
     /// `"endpoint http://..."` or `"sim h100-llama3-8b"`.
     pub kind: String,
+    /// The serving setting this target is, for a swept target:
+    /// `[name, value]` pairs in the sweep's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setting: Vec<(String, String)>,
+    /// The engine capcard launched for this target, and how it fared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<settings::ServerRecord>,
+    /// Why `tune` stopped measuring this setting, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<String>,
     pub api: String,
     pub model: Option<String>,
     pub hardware: Option<String>,

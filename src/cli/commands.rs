@@ -516,6 +516,9 @@ pub fn run(request: runner::RunRequest, out: &mut dyn Write) -> Exit {
                 );
                 on_signal.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
+                    // No engine outlives an abort either.
+                    #[cfg(unix)]
+                    crate::launch::kill_all();
                     std::process::exit(130);
                 }
             }

@@ -34,6 +34,10 @@ pub struct Experiment {
     pub open: Option<OpenSpec>,
     /// `sizing { }`: replica counts and cost.
     pub sizing: Option<SizingSpec>,
+    /// Targets with `vary` / `settings` lines: each was expanded into one
+    /// target per setting (in `targets`); this says which belong together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweeps: Vec<Sweep>,
     /// Directory of the experiment file, for relative paths (datasets, traces).
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -60,6 +64,105 @@ impl Experiment {
     pub fn mix(&self, name: &str) -> Option<&Mix> {
         self.mixes.iter().find(|m| m.name == name)
     }
+    /// The sweep a target (by its expanded name) belongs to, if any.
+    pub fn sweep_of(&self, target: &str) -> Option<&Sweep> {
+        self.sweeps
+            .iter()
+            .find(|s| s.settings.iter().any(|t| t == target))
+    }
+}
+
+/// One target's serving settings, declared with `vary` lines (crossed) or a
+/// `settings { setting … }` block (listed), expanded into one target per
+/// setting named `base[name=value,…]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// The target's name as written (`vllm`).
+    pub target: String,
+    /// The varied names, in the order of the file.
+    pub names: Vec<String>,
+    /// The expanded targets' names, in the order of the grid (the first
+    /// name varies slowest).
+    pub settings: Vec<String>,
+    /// Each name's values in declared order (the grid's axes), for a
+    /// search that moves to neighbouring settings; empty for a `settings`
+    /// list, which has no axes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub axes: Vec<Vec<String>>,
+    /// `tune …`: search the settings instead of measuring all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<Tune>,
+}
+
+/// `tune slo="interactive" budget="2h"` (or `objective="cr-closed"`/`"cost"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tune {
+    #[serde(skip)]
+    pub span: Span,
+    pub objective: TuneObjective,
+    /// No setting is started once this much time has been spent.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_secs"
+    )]
+    pub budget: Option<Duration>,
+}
+
+/// What `tune` maximises (or, for cost, minimises).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TuneObjective {
+    /// The highest Cr_open within this SLO.
+    CrOpen { slo: String },
+    /// The highest output tok/s at Cr_closed.
+    CrClosed,
+    /// The lowest cost per million output tokens at Cr_closed.
+    Cost,
+}
+
+/// One expanded target's setting: which sweep, and its values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setting {
+    /// The target's name as written (`vllm`).
+    pub base: String,
+    /// `(name, value)` in the sweep's order, values as written.
+    pub values: Vec<(String, String)>,
+}
+
+impl Setting {
+    /// `max-num-seqs=128,max-batched-tokens=2048`: the part of the target's
+    /// name in brackets, and the name of its server log.
+    pub fn label(&self) -> String {
+        self.values
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// `launch "program" "arg" … { ready URL timeout=; env NAME VALUE; grace;
+/// dir }`: capcard starts the engine for the target's cards and stops it
+/// after them. Placeholders `{name}` are filled from the target's setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The program and its arguments, placeholders filled.
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
+    /// Polled until it answers 2xx; `None`: until the endpoint's port
+    /// accepts connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_url: Option<String>,
+    /// How long the engine may take to become ready; default 10 minutes.
+    #[serde(with = "duration_secs")]
+    pub ready_timeout: Duration,
+    /// SIGTERM, then SIGKILL after this; default 30 s.
+    #[serde(with = "duration_secs")]
+    pub grace: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 /// A span that is absent for items built in code rather than parsed.
@@ -117,6 +220,12 @@ pub struct Target {
     /// window (vLLM's `--max-model-len`, see [`SimServing::max_context`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_context: Option<u32>,
+    /// `launch …`: capcard starts and stops the engine (endpoint targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// The setting this target is, when it was expanded from `vary`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<Setting>,
 }
 
 fn yes() -> bool {

@@ -476,6 +476,8 @@ mod tests {
             force_length: true,
             extra_body: Default::default(),
             max_context: None,
+            launch: None,
+            setting: None,
         }
     }
 
@@ -511,6 +513,8 @@ mod tests {
         assert_eq!(declared_window(&endpoint()), None);
         let declared = Target {
             max_context: Some(4096),
+            launch: None,
+            setting: None,
             ..endpoint()
         };
         assert_eq!(declared_window(&declared).map(|w| w.tokens), Some(4096));

@@ -683,6 +683,8 @@ mod tests {
             force_length: true,
             extra_body: Default::default(),
             max_context: None,
+            launch: None,
+            setting: None,
         }
     }
 
@@ -786,6 +788,7 @@ mod tests {
                 frontier: vec![],
             }),
             sizing: None,
+            sweeps: Vec::new(),
             base_dir: None,
         }
     }

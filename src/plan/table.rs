@@ -62,6 +62,21 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             card.workload,
             est_and_bound(card.wall_time())
         );
+        if let Some(launch) = experiment
+            .target(&card.target)
+            .and_then(|t| t.launch.as_ref())
+        {
+            let ready = match &launch.ready_url {
+                Some(url) => format!("ready when {url} answers"),
+                None => "ready when its port accepts".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  launch   {}  ({ready}, within {}; stopped after the card)",
+                launch.argv.join(" "),
+                crate::format::duration_words(launch.ready_timeout.as_secs_f64()),
+            );
+        }
         for row in rows {
             let mut line = String::from("  ");
             for (i, cell) in row.iter().enumerate() {
@@ -204,6 +219,64 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             est_and_bound(virtual_time),
         );
     }
+    for sweep in &experiment.sweeps {
+        let planned = sweep
+            .settings
+            .iter()
+            .filter(|t| plan.cards.iter().any(|c| c.target == **t))
+            .count();
+        let axes = if sweep.axes.is_empty() {
+            "listed".to_string()
+        } else {
+            sweep
+                .names
+                .iter()
+                .zip(&sweep.axes)
+                .map(|(n, values)| format!("{n} {}", values.join(" ")))
+                .collect::<Vec<_>>()
+                .join(" × ")
+        };
+        let tune = match &sweep.tune {
+            Some(tune) => format!(
+                "; tune: {}, a coarse set first, then the best's neighbours, settings that cannot win pruned{}: the times above count every setting",
+                match &tune.objective {
+                    crate::config::TuneObjective::CrOpen { slo } =>
+                        format!("the highest Cr_open within `{slo}`"),
+                    crate::config::TuneObjective::CrClosed =>
+                        "the highest tok/s at Cr_closed".to_string(),
+                    crate::config::TuneObjective::Cost =>
+                        "the lowest cost per million output tokens".to_string(),
+                },
+                tune.budget.map_or(String::new(), |b| format!(
+                    ", within {}",
+                    crate::format::duration_words(b.as_secs_f64())
+                ))
+            ),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "settings of `{}`: {planned} ({axes}){tune}",
+            sweep.target
+        );
+    }
+    // Launched engines start before their cards: not measured yet, bounded
+    // by their readiness timeouts.
+    let mut launches: Vec<&crate::config::Target> = Vec::new();
+    for card in &plan.cards {
+        if let Some(t) = experiment
+            .target(&card.target)
+            .filter(|t| t.launch.is_some())
+            && !launches.iter().any(|l| l.name == t.name)
+        {
+            launches.push(t);
+        }
+    }
+    let startup_bound_s: f64 = launches
+        .iter()
+        .filter_map(|t| t.launch.as_ref())
+        .map(|l| l.ready_timeout.as_secs_f64())
+        .sum();
     // Every card virtual: no real-time estimate to give.
     if virtual_cards < plan.cards.len() || virtual_cards == 0 {
         let _ = writeln!(
@@ -211,6 +284,14 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
             "estimated wall time {} (runs in sequence; {} drain allowance per run)",
             and_at_most(real_time),
             crate::format::duration_words(DRAIN_ALLOWANCE.as_secs_f64()),
+        );
+    }
+    if !launches.is_empty() {
+        let _ = writeln!(
+            out,
+            "plus {}' start-ups: each takes what the engine takes (recorded on its card), at most its readiness timeout: {} in all",
+            plural(launches.len(), "launched engine"),
+            crate::format::duration_words(startup_bound_s),
         );
     }
     // What each figure assumes, in the words of plan::estimate.

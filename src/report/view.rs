@@ -1749,6 +1749,7 @@ mod tests {
             finished_at: None,
             content_nonce: None,
             cards: vec![card],
+            settings: Vec::new(),
         }
     }
 

@@ -110,6 +110,7 @@ pub(super) async fn drive(
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
                 // The card's open runs so far, for the frontier phase.
                 let mut open: Vec<RunSummary> = Vec::new();
+                let mut pruned = false;
                 while let Some(rate) = search.next_rate() {
                     if cancel.is_cancelled() {
                         return Ok(());
@@ -149,6 +150,23 @@ pub(super) async fn drive(
                         refresh(folder, experiment, full_plan, &templates)?;
                     }
                     search.record(rate, &analyze::search::combine_repetitions(&verdicts));
+                    // `tune`: this setting cannot beat the best any more.
+                    if let Some((slo, best_low)) = invocation.prune_at_or_below
+                        && let (_, Some(failed)) = search.bracket(slo)
+                        && failed <= best_low
+                    {
+                        let _ = writeln!(
+                            log,
+                            "  tune: {slo} failed at {} req/s, at or below the best setting's {} req/s: this setting is pruned",
+                            crate::format::significant(failed),
+                            crate::format::significant(best_low)
+                        );
+                        pruned = true;
+                        break;
+                    }
+                }
+                if pruned {
+                    continue;
                 }
 
                 // `frontier` in `open`: extra rates where the frontier

@@ -29,9 +29,11 @@ use crate::report::Templates;
 
 mod drive;
 mod inputs;
+mod launched;
 mod limits;
 mod shards;
 mod targets;
+mod tune;
 
 use drive::*;
 use inputs::*;
@@ -185,6 +187,21 @@ pub async fn run(
     let full_plan = plan::build(&experiment);
     let selected = select(&full_plan, &experiment, request)?;
     if let Some(mode) = &request.shard {
+        if let Some(card) = selected.cards.iter().find(|c| {
+            experiment
+                .target(&c.target)
+                .is_some_and(|t| t.launch.is_some())
+        }) {
+            return Err(RunError::Usage(
+                format!(
+                    "target `{}` launches its engine: a sharded run measures servers that are already up",
+                    card.target
+                ),
+                Some(
+                    "start the server yourself and remove `launch`, or run without --shard".into(),
+                ),
+            ));
+        }
         shards::check_mode(mode, &experiment, &selected, request)?;
         if let ShardMode::Worker { part, coordinator } = mode {
             let inputs = (source.as_str(), &experiment, &full_plan, &selected);
@@ -247,6 +264,11 @@ pub async fn run(
         let Some(target) = experiment.target(&card.target) else {
             continue;
         };
+        // A launched engine, or a setting `tune` may skip, is made ready
+        // in its turn, after the others.
+        if measured_in_turn(&experiment, target) {
+            continue;
+        }
         let prepared = match virtual_target(target, &experiment, request.virtual_time)? {
             Some(virtual_target) => prepare_virtual(target, virtual_target),
             None => {
@@ -260,19 +282,7 @@ pub async fn run(
                 prepared
             }
         };
-        let _ = writeln!(
-            log,
-            "target {}: {} (model {}; telemetry {}{})",
-            target.name,
-            prepared.endpoint.base_url,
-            prepared.endpoint.model,
-            prepared.metrics_url.as_deref().unwrap_or("off"),
-            match (&prepared.token_ids, &prepared.token_id_refusal) {
-                (Some(r), _) => format!("; prompts as token ids {}..={}", r.min, r.max),
-                (None, Some(why)) => format!("; token-id prompts refused ({why}): text prompts"),
-                (None, None) => String::new(),
-            }
-        );
+        announce(target, &prepared, log);
         live.insert(target.name.clone(), prepared);
     }
     if let Some(ShardMode::Timetable { part, .. }) = &request.shard
@@ -301,6 +311,7 @@ pub async fn run(
         resuming,
         content_nonce,
         coordinator: None,
+        prune_at_or_below: None,
     };
     let outcome = match &request.shard {
         Some(ShardMode::Timetable { part, start_at }) => {
@@ -363,7 +374,7 @@ pub async fn run(
             outcome
         }
         Some(ShardMode::Worker { .. }) | None => {
-            drive(
+            let outcome = drive(
                 &experiment,
                 &full_plan,
                 &selected,
@@ -374,7 +385,22 @@ pub async fn run(
                 &cancel,
                 log,
             )
-            .await
+            .await;
+            shut_down(std::mem::take(&mut live)).await;
+            match outcome {
+                Ok(()) => {
+                    launched_turns(
+                        (&experiment, &full_plan, &selected),
+                        &folder,
+                        invocation,
+                        request,
+                        &cancel,
+                        log,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            }
         }
     };
 
@@ -420,6 +446,83 @@ pub async fn run(
     })
 }
 
+/// Targets measured one at a time, after the others: launched engines
+/// (see [`launched`]) and the settings of a tuned sweep.
+fn measured_in_turn(experiment: &Experiment, target: &config::Target) -> bool {
+    target.launch.is_some()
+        || experiment
+            .sweep_of(&target.name)
+            .is_some_and(|s| s.tune.is_some())
+}
+
+/// The targets measured in turn: a tuned sweep as its search orders it
+/// (when every setting of it is selected), the others in the plan's order.
+async fn launched_turns(
+    (experiment, full_plan, selected): (&Experiment, &Plan, &Plan),
+    folder: &ResultsFolder,
+    invocation: Invocation<'_>,
+    request: &RunRequest,
+    cancel: &CancellationToken,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let templates = Templates::builtin();
+    let mut targets: Vec<&str> = Vec::new();
+    for card in &selected.cards {
+        if !targets.contains(&card.target.as_str()) {
+            targets.push(&card.target);
+        }
+    }
+    let mut tuned: Vec<&str> = Vec::new();
+    for name in &targets {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let Some(target) = experiment
+            .target(name)
+            .filter(|t| measured_in_turn(experiment, t))
+        else {
+            continue;
+        };
+        let sweep = experiment.sweep_of(name).filter(|s| {
+            s.tune.is_some() && s.settings.iter().all(|t| targets.contains(&t.as_str()))
+        });
+        if let Some(sweep) = sweep {
+            if !tuned.contains(&sweep.target.as_str()) {
+                tuned.push(&sweep.target);
+                let turns = (experiment, full_plan, selected, folder);
+                tune::run(sweep, turns, invocation, request, cancel, log).await?;
+            }
+            continue;
+        }
+        let turn = launched::take_turn(
+            target, experiment, full_plan, selected, folder, invocation, request, cancel, log,
+        )
+        .await?;
+        refresh(folder, experiment, full_plan, &templates)?;
+        if matches!(turn, launched::Turn::Interrupted) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// One line per target made ready: where, which model, what it accepts.
+fn announce(target: &config::Target, prepared: &LiveTarget, log: &mut (dyn Write + Send)) {
+    let _ = writeln!(
+        log,
+        "target {}: {} (model {}; telemetry {}{})",
+        target.name,
+        prepared.endpoint.base_url,
+        prepared.endpoint.model,
+        prepared.metrics_url.as_deref().unwrap_or("off"),
+        match (&prepared.token_ids, &prepared.token_id_refusal) {
+            (Some(r), _) => format!("; prompts as token ids {}..={}", r.min, r.max),
+            (None, Some(why)) => format!("; token-id prompts refused ({why}): text prompts"),
+            (None, None) => String::new(),
+        }
+    );
+}
+
 /// What holds for every run of one `capcard run`.
 #[derive(Clone, Copy)]
 struct Invocation<'a> {
@@ -428,6 +531,9 @@ struct Invocation<'a> {
     content_nonce: u64,
     /// `--coordinate N`: runs are executed by the shards.
     coordinator: Option<&'a crate::shard::coordinator::Coordinator>,
+    /// `tune`: stop a card's Cr_open search for this SLO once a rate fails
+    /// at or below this one (the best setting's conclusive lower bound).
+    prune_at_or_below: Option<(&'a str, f64)>,
 }
 
 /// A nonce no earlier invocation is likely to have used: the clock and the
@@ -477,18 +583,21 @@ pub fn select(
         }
         Ok(())
     };
-    check(
-        "target",
-        &request.target,
-        experiment.targets.iter().map(|t| t.name.as_str()).collect(),
-    )?;
+    // A swept target's name as written selects all its settings.
+    let mut target_names: Vec<&str> = experiment.targets.iter().map(|t| t.name.as_str()).collect();
+    target_names.extend(experiment.sweeps.iter().map(|s| s.target.as_str()));
+    check("target", &request.target, target_names)?;
+    let base_of = |name: &str| experiment.sweep_of(name).map(|s| s.target.clone());
     // A workload's card, or a mix's (at its declared weights or a setting).
     let mut cards: Vec<&str> = plan.cards.iter().map(|c| c.workload.as_str()).collect();
     cards.dedup();
     check("workload", &request.workload, cards)?;
     let mut selected = plan.clone();
     selected.cards.retain(|c: &CardPlan| {
-        request.target.as_ref().is_none_or(|t| *t == c.target)
+        request
+            .target
+            .as_ref()
+            .is_none_or(|t| *t == c.target || base_of(&c.target).as_ref() == Some(t))
             && request.workload.as_ref().is_none_or(|w| *w == c.workload)
     });
     for card in &mut selected.cards {

@@ -470,6 +470,7 @@ pub(super) async fn serve_shard(
         resuming: false,
         content_nonce: welcome.content_nonce,
         coordinator: None,
+        prune_at_or_below: None,
     };
     let mut after = 0;
     loop {

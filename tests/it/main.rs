@@ -17,6 +17,7 @@ mod init;
 mod mix;
 mod profile;
 mod report;
+mod settings;
 mod shards;
 mod sim;
 mod sim_answers;

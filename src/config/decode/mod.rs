@@ -19,6 +19,7 @@ mod loops;
 mod mix;
 mod sizing;
 mod slo;
+mod sweep;
 mod target;
 mod values;
 mod workload;
@@ -117,6 +118,7 @@ impl Decoder {
         let mut header: Option<(Option<String>, Option<String>, u64)> = None;
         let mut experiment_span = None;
         let mut targets = Vec::new();
+        let mut sweeps = Vec::new();
         let mut workloads = Vec::new();
         let mut slos = Vec::new();
         let mut mixes = Vec::new();
@@ -138,8 +140,11 @@ impl Decoder {
                 }
                 "target" => {
                     target_nodes += 1;
-                    match self.target(node) {
-                        Some(t) => targets.push(t),
+                    match self.target(node, &names.slos) {
+                        Some((expanded, sweep)) => {
+                            targets.extend(expanded);
+                            sweeps.extend(sweep);
+                        }
                         None => broken = true,
                     }
                 }
@@ -210,6 +215,8 @@ impl Decoder {
             );
         }
 
+        self.check_tunes(&sweeps, &targets, closed.is_some(), open.is_some());
+
         if broken || !self.diags.is_empty() {
             return None;
         }
@@ -235,6 +242,7 @@ impl Decoder {
             closed,
             open,
             sizing,
+            sweeps,
             base_dir: Some(base_dir),
         })
     }

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use kdl::{KdlEntry, KdlNode, KdlValue};
 
+use super::sweep::SweepDraft;
 use super::values::found;
 use super::{Decoder, Once, OneOf, children, span_of_name, value_span};
 use crate::config::diag::{backticked, did_you_mean};
 use crate::config::model::{
-    Api, Cost, HeaderSpec, HeaderValueSpec, MetricsSource, SimFaults, SimRouter, SimServing,
+    Api, Cost, HeaderSpec, HeaderValueSpec, MetricsSource, SimFaults, SimRouter, SimServing, Sweep,
     Target, TargetKind, TokenizerSpec,
 };
 use crate::config::units;
@@ -34,9 +35,13 @@ const TARGET_CHILDREN: &[&str] = &[
     "extra-body",
     "header",
     "max-context",
+    "launch",
+    "vary",
+    "settings",
+    "tune",
 ];
 /// Target children that may repeat (all others at most once).
-const TARGET_REPEATABLE: &[&str] = &["header"];
+const TARGET_REPEATABLE: &[&str] = &["header", "vary"];
 const APIS: &[&str] = &["chat", "completions", "responses"];
 const SIM_USAGE: &str =
     "sim h100-llama3-8b [fail-rate=0.01] [cut-rate=0.01] [stall=\"2s\"] [{ knobs }]";
@@ -62,7 +67,13 @@ const SIM_KNOBS: &[&str] = &[
 ];
 
 impl Decoder {
-    pub(super) fn target(&mut self, node: &KdlNode) -> Option<Target> {
+    /// The target, or one target per setting when it varies settings (see
+    /// [`super::sweep`]), and the sweep that ties those together.
+    pub(super) fn target(
+        &mut self,
+        node: &KdlNode,
+        slos: &[String],
+    ) -> Option<(Vec<Target>, Option<Sweep>)> {
         let name = self.item_name(node, "target");
         let mut ok = name.is_some();
         let mut once = Once::default();
@@ -78,6 +89,8 @@ impl Decoder {
         let mut headers = Vec::new();
         let mut extra_body = serde_json::Map::new();
         let mut max_context = None;
+        let mut launch = None;
+        let mut sweep = SweepDraft::default();
         let engine_help = "a target is either an `endpoint` (a running server) or a `sim` (the built-in engine); make two targets to compare them";
 
         for child in children(node) {
@@ -175,6 +188,19 @@ impl Decoder {
                 // Repeatable: one line per header.
                 "header" => self.header(child).map(|h| headers.push(h)),
                 "extra-body" => self.extra_body(child).map(|m| extra_body = m),
+                "launch" => self.launch(child).map(|l| launch = Some((l, child))),
+                "vary" => {
+                    sweep.vary.push(child);
+                    Some(())
+                }
+                "settings" => {
+                    sweep.settings = Some(child);
+                    Some(())
+                }
+                "tune" => {
+                    sweep.tune = Some(child);
+                    Some(())
+                }
                 "max-context" => {
                     let usage = "max-context 131072   // prompt + output tokens the model accepts";
                     self.single(child, usage)
@@ -209,7 +235,7 @@ impl Decoder {
         if let TargetKind::Sim { serving, .. } = &mut kind {
             serving.max_context = max_context;
         }
-        Some(Target {
+        let target = Target {
             name,
             span: Some(
                 node.entries()
@@ -232,7 +258,10 @@ impl Decoder {
             force_length,
             extra_body,
             max_context,
-        })
+            launch: None,
+            setting: None,
+        };
+        self.expand(target, launch, sweep, slos)
     }
 
     /// `header "name" "value"` or `header "name" env=VAR`.
@@ -467,68 +496,19 @@ impl Decoder {
                 continue;
             }
             let value = match knob {
-                "max-num-seqs" => self
-                    .sim_count(child, "max-num-seqs 256", u32::MAX.into())
-                    .map(|n| serving.max_num_seqs = Some(n as u32)),
-                "max-batched-tokens" => self
-                    .sim_count(child, "max-batched-tokens 8192", u32::MAX.into())
-                    .map(|n| serving.max_batched_tokens = Some(n as u32)),
-                "kv-cache-tokens" => self
-                    .sim_count(child, "kv-cache-tokens 400000", u64::MAX)
-                    .map(|n| serving.kv_cache_tokens = Some(n)),
-                "tensor-parallel" => self
-                    .sim_count(child, "tensor-parallel 2", u32::MAX.into())
-                    .map(|n| serving.tensor_parallel = Some(n as u32)),
-                "gpu-memory-utilization" => self
-                    .sim_share(child, "gpu-memory-utilization 0.9")
-                    .map(|f| serving.gpu_memory_utilization = Some(f)),
-                "compute-efficiency" => self
-                    .sim_share(child, "compute-efficiency 0.55")
-                    .map(|f| serving.compute_efficiency = Some(f)),
-                "memory-efficiency" => self
-                    .sim_share(child, "memory-efficiency 0.75")
-                    .map(|f| serving.memory_efficiency = Some(f)),
-                "prefix-caching" => self
-                    .sim_flag(child, "prefix-caching #false")
-                    .map(|b| serving.prefix_caching = Some(b)),
-                "chunked-prefill" => self
-                    .sim_flag(child, "chunked-prefill #false")
-                    .map(|b| serving.chunked_prefill = Some(b)),
                 "virtual" => {
                     let flag =
                         self.sim_flag(child, "virtual #true   // run on the engine's own clock");
                     virtual_broken = flag.is_none();
                     flag.map(|b| serving.virtual_time = b)
                 }
-                "step-overhead" => self
-                    .sim_duration(child, "step-overhead \"1.2ms\"")
-                    .map(|d| serving.step_overhead = Some(d)),
-                "per-seq-overhead" => self
-                    .sim_duration(child, "per-seq-overhead \"12us\"")
-                    .map(|d| serving.per_seq_overhead = Some(d)),
                 "network-overhead" => self
                     .sim_duration(child, "network-overhead \"0.3ms\"   // with virtual #true")
                     .map(|d| {
                         serving.network_overhead = d;
                         network_overhead = Some(child);
                     }),
-                "reasoning-tokens" => self
-                    .dist(child, rules::Quantity::Tokens)
-                    .map(|d| serving.reasoning_tokens = Some(d)),
-                "tokens-per-event" => self
-                    .sim_count(child, "tokens-per-event 4", u32::MAX.into())
-                    .map(|n| serving.tokens_per_event = Some(n as u32)),
-                "replicas" => self.sim_replicas(child).map(|(replicas, router)| {
-                    serving.replicas = replicas;
-                    serving.router = router;
-                }),
-                "calibrated" => {
-                    let usage = "calibrated \"runs/lv: TTFT p50 +3%, ITL p50 -2%\"";
-                    self.single(child, usage)
-                        .and_then(|e| self.string(e, "calibrated", usage))
-                        .map(|c| serving.calibrated = Some(c))
-                }
-                _ => unreachable!("every name of SIM_KNOBS is decoded above"),
+                _ => self.sim_knob(child, &mut serving),
             };
             ok &= value.is_some();
         }
@@ -540,6 +520,64 @@ impl Decoder {
             ok = false;
         }
         ok.then_some(serving)
+    }
+
+    /// One knob of `sim` other than `virtual` and `network-overhead` (which
+    /// are read together), into `serving`: a line of the block, or a value
+    /// of a `vary` line given as such a line.
+    pub(super) fn sim_knob(&mut self, child: &KdlNode, serving: &mut SimServing) -> Option<()> {
+        match child.name().value() {
+            "max-num-seqs" => self
+                .sim_count(child, "max-num-seqs 256", u32::MAX.into())
+                .map(|n| serving.max_num_seqs = Some(n as u32)),
+            "max-batched-tokens" => self
+                .sim_count(child, "max-batched-tokens 8192", u32::MAX.into())
+                .map(|n| serving.max_batched_tokens = Some(n as u32)),
+            "kv-cache-tokens" => self
+                .sim_count(child, "kv-cache-tokens 400000", u64::MAX)
+                .map(|n| serving.kv_cache_tokens = Some(n)),
+            "tensor-parallel" => self
+                .sim_count(child, "tensor-parallel 2", u32::MAX.into())
+                .map(|n| serving.tensor_parallel = Some(n as u32)),
+            "gpu-memory-utilization" => self
+                .sim_share(child, "gpu-memory-utilization 0.9")
+                .map(|f| serving.gpu_memory_utilization = Some(f)),
+            "compute-efficiency" => self
+                .sim_share(child, "compute-efficiency 0.55")
+                .map(|f| serving.compute_efficiency = Some(f)),
+            "memory-efficiency" => self
+                .sim_share(child, "memory-efficiency 0.75")
+                .map(|f| serving.memory_efficiency = Some(f)),
+            "prefix-caching" => self
+                .sim_flag(child, "prefix-caching #false")
+                .map(|b| serving.prefix_caching = Some(b)),
+            "chunked-prefill" => self
+                .sim_flag(child, "chunked-prefill #false")
+                .map(|b| serving.chunked_prefill = Some(b)),
+            "step-overhead" => self
+                .sim_duration(child, "step-overhead \"1.2ms\"")
+                .map(|d| serving.step_overhead = Some(d)),
+            "per-seq-overhead" => self
+                .sim_duration(child, "per-seq-overhead \"12us\"")
+                .map(|d| serving.per_seq_overhead = Some(d)),
+            "reasoning-tokens" => self
+                .dist(child, rules::Quantity::Tokens)
+                .map(|d| serving.reasoning_tokens = Some(d)),
+            "tokens-per-event" => self
+                .sim_count(child, "tokens-per-event 4", u32::MAX.into())
+                .map(|n| serving.tokens_per_event = Some(n as u32)),
+            "replicas" => self.sim_replicas(child).map(|(replicas, router)| {
+                serving.replicas = replicas;
+                serving.router = router;
+            }),
+            "calibrated" => {
+                let usage = "calibrated \"runs/lv: TTFT p50 +3%, ITL p50 -2%\"";
+                self.single(child, usage)
+                    .and_then(|e| self.string(e, "calibrated", usage))
+                    .map(|c| serving.calibrated = Some(c))
+            }
+            other => unreachable!("`{other}` is no knob of SIM_KNOBS decoded here"),
+        }
     }
 
     /// A child of `sim` that is no knob: the near name if there is one, and

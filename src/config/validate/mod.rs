@@ -380,6 +380,7 @@ mod tests {
                 headroom: Fraction(1.0),
                 spares: 0,
             }),
+            sweeps: Vec::new(),
             base_dir: None,
         };
         let err = validate(&experiment).unwrap_err();
