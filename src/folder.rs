@@ -696,6 +696,13 @@ pub fn write_outputs(
             written.charts.push(path);
         }
     }
+    for comparison in &report_model.settings {
+        for chart in report::settings_chart::charts(comparison) {
+            let path = folder.dir.join(&chart.file_name);
+            write(&path, &chart.svg)?;
+            written.charts.push(path);
+        }
+    }
     if let Some(summary) = report::render_summary(report_model, templates)
         .map_err(|e| FolderError::Render(e.to_string()))?
     {

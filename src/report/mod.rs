@@ -11,6 +11,7 @@
 pub(crate) mod chart;
 pub mod describe;
 mod render;
+pub mod settings_chart;
 mod view;
 
 use std::path::PathBuf;
@@ -90,25 +91,32 @@ pub fn parse_results_json(text: &str) -> Result<CapacityReport, ReportError> {
 /// `"<target>--<workload>"`, made safe as a file name: anything outside
 /// `[A-Za-z0-9._-]` becomes `_` (names are free strings in the KDL file).
 pub(crate) fn card_stem(card: &Card) -> String {
-    fn safe(name: &str) -> String {
-        let cleaned: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        // A name of only dots would be a path component ("..").
-        if cleaned.chars().all(|c| c == '.') {
-            cleaned.replace('.', "_")
-        } else {
-            cleaned
-        }
+    format!(
+        "{}--{}",
+        sanitize_file_part(&card.target),
+        sanitize_file_part(&card.workload)
+    )
+}
+
+/// A name made safe as part of a file name: anything outside
+/// `[A-Za-z0-9._-]` becomes `_`.
+pub(crate) fn sanitize_file_part(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // A name of only dots would be a path component ("..").
+    if cleaned.chars().all(|c| c == '.') {
+        cleaned.replace('.', "_")
+    } else {
+        cleaned
     }
-    format!("{}--{}", safe(&card.target), safe(&card.workload))
 }
 
 /// The card's file name in the results folder: `"<target>--<workload>.md"`.

@@ -1468,6 +1468,9 @@ pub struct SummaryView {
     pub rows: Vec<SummaryRow>,
     /// Per mix and target: Cr_open at each weight setting.
     pub mixes: Vec<MixWhatIf>,
+    /// Per comparison of `report.settings`, in its order: the Cr_open and
+    /// the Pareto chart's file names.
+    pub settings_charts: Vec<[String; 2]>,
 }
 
 /// How Cr_open moves with a mix's weights, on one target.
@@ -1670,6 +1673,11 @@ pub fn summary_view(report: &CapacityReport) -> SummaryView {
         })
         .collect();
     SummaryView {
+        settings_charts: report
+            .settings
+            .iter()
+            .map(super::settings_chart::file_names)
+            .collect(),
         experiment: report.experiment.clone(),
         description: report.description.clone(),
         tool_version: report.tool_version.clone(),
