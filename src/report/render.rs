@@ -227,6 +227,10 @@ pub(crate) fn register_filters(env: &mut Environment<'_>) {
     env.add_filter("dur", |v: Value| {
         number_filter(v, "dur", format::duration_secs)
     });
+    // Start-ups, budgets: "1 min 6 s", not "66.452 s".
+    env.add_filter("dur_words", |v: Value| {
+        number_filter(v, "dur_words", format::duration_words)
+    });
     env.add_filter("num", |v: Value, decimals: Option<u32>| {
         let decimals = decimals.unwrap_or(0).min(9) as usize;
         number_filter(v, "num", |x| format::num(x, decimals))
