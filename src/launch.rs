@@ -806,11 +806,21 @@ mod tests {
     async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
         let dir = tempfile::tempdir().unwrap();
         let (url, health) = health(0).await;
-        let mut spec = spec("trap '' TERM; exec sleep 30", Some(url));
+        // Readiness comes from the test's own health server: wait for the
+        // shell to have set its trap, or SIGTERM could still stop it.
+        let trapped = dir.path().join("trapped");
+        let script = format!("trap '' TERM; touch {}; exec sleep 30", trapped.display());
+        let mut spec = spec(&script, Some(url));
         spec.grace = Duration::from_millis(300);
         let server = launch(&spec, &log_in(&dir), &CancellationToken::new())
             .await
             .expect("ready");
+        for _ in 0..500 {
+            if trapped.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let pid = server.pid();
         let report = server.stop().await;
         assert!(report.killed, "{report:?}");

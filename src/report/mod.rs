@@ -4,7 +4,7 @@
 //! Why this shape: a card is re-rendered by `capcard report` long after the
 //! runs, so everything here is a pure function of the report (no clock, no
 //! environment) and re-rendering is byte-identical. Templates only lay out;
-//! the Rust side (`view.rs`) decides what each figure means, which mode
+//! the Rust side (`view/`: the card in `mod.rs`, its status boxes in `status.rs`, the summary in `summary.rs`) decides what each figure means, which mode
 //! measured it and what to say when it is missing, so a custom template
 //! cannot accidentally turn "not measured" into 0.
 
