@@ -72,6 +72,16 @@ fn trim_zeros(s: String) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A number to at most `decimals` places, without trailing zeros or
+/// separators: `trimmed(0.5, 3)` → `"0.5"`, `trimmed(64.0, 3)` → `"64"`
+/// (rates and multipliers in `capcard plan`'s table).
+pub fn trimmed(value: f64, decimals: usize) -> String {
+    if !value.is_finite() {
+        return MISSING.to_string();
+    }
+    trim_zeros(fixed(value, decimals))
+}
+
 /// A count or amount with thousands separators: `num(2050.0, 0)` → `"2,050"`.
 pub fn num(value: f64, decimals: usize) -> String {
     if !value.is_finite() {

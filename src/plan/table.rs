@@ -367,7 +367,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             let rates: Vec<String> = runs
                 .iter()
                 .filter_map(|r| match r.load {
-                    Load::Rate { rate, .. } => Some(trim_number(rate.0, 3)),
+                    Load::Rate { rate, .. } => Some(crate::format::trimmed(rate.0, 3)),
                     Load::Concurrency { .. } => None,
                 })
                 .collect();
@@ -432,7 +432,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 Some(multipliers) if *frontier_runs > 0 => {
                     let listed: Vec<String> = multipliers
                         .iter()
-                        .map(|m| format!("{}×", trim_number(*m, 3)))
+                        .map(|m| format!("{}×", crate::format::trimmed(*m, 3)))
                         .collect();
                     format!(
                         ", then the frontier at {} of each bound (~{typical_frontier_runs}, ≤ {frontier_runs} of the runs)",
@@ -449,8 +449,8 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 crate::format::duration_words(open_time.expected_s),
                 format!(
                     "search {}–{} {unit}, {}, precision {}{frontier}",
-                    trim_number(min.0, 3),
-                    trim_number(max.0, 3),
+                    crate::format::trimmed(min.0, 3),
+                    crate::format::trimmed(max.0, 3),
                     arrival.label(),
                     percent(*precision)
                 ),
@@ -500,8 +500,8 @@ fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
     (needed > 0 && min.0 < below_rps).then(|| {
         format!(
             "longer below {} req/s, up to {}×: {needed} calls to judge the SLOs' top percentile",
-            trim_number(below_rps, 3),
-            trim_number(super::MAX_SAMPLE_LENGTHENING, 2)
+            crate::format::trimmed(below_rps, 3),
+            crate::format::trimmed(super::MAX_SAMPLE_LENGTHENING, 2)
         )
     })
 }
@@ -651,22 +651,10 @@ fn slo_clauses(slo: &Slo) -> String {
 }
 
 fn percent(fraction: Fraction) -> String {
-    format!("{}%", trim_number(fraction.0 * 100.0, 3))
+    format!("{}%", crate::format::trimmed(fraction.0 * 100.0, 3))
 }
 
 /// `x` with at most `decimals` decimals and no trailing zeros: 0.5, 64, 1.25.
-fn trim_number(x: f64, decimals: usize) -> String {
-    let text = format!("{x:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
-/// A duration in seconds for people: `300ms`, `1.5s`, `4m 30s`, `2h 5m`.
-/// Below a minute it is exact to the millisecond; above, rounded to the
-/// second (below an hour) or to the minute.
 /// The loaded dataset and trace behind a card: size and measured lengths
 /// (text sized by the word approximation of `workload::dataset`).
 fn data_lines(card: &CardPlan, experiment: &Experiment) -> Vec<(&'static str, String)> {
@@ -732,8 +720,8 @@ mod tests {
 
     #[test]
     fn numbers_are_trimmed() {
-        assert_eq!(trim_number(0.5, 3), "0.5");
-        assert_eq!(trim_number(64.0, 3), "64");
+        assert_eq!(crate::format::trimmed(0.5, 3), "0.5");
+        assert_eq!(crate::format::trimmed(64.0, 3), "64");
         assert_eq!(percent(Fraction(0.005)), "0.5%");
         assert_eq!(percent(Fraction(0.05)), "5%");
     }
