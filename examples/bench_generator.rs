@@ -88,14 +88,14 @@ fn serve() {
                     axum::Json(serde_json::json!({"object": "list", "data": [{"id": "bench"}]}))
                 }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        println!("{}", listener.local_addr().unwrap().port());
+        let addr = capcard::serve::start(([127, 0, 0, 1], 0).into(), app)
+            .await
+            .expect("bind loopback")
+            .detach();
+        println!("{}", addr.port());
         std::io::stdout().flush().unwrap();
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app).await.unwrap();
+        // Serve until the parent closes stdin (the thread above exits).
+        std::future::pending::<()>().await;
     });
 }
 

@@ -52,6 +52,17 @@ pub fn spawn(listener: TcpListener, app: axum::Router) -> std::io::Result<Backgr
 }
 
 impl Background {
+    /// Serve until the runtime ends, with nothing to stop it earlier: a
+    /// test's scripted server, or a benchmark's. Returns the bound address.
+    pub fn detach(mut self) -> SocketAddr {
+        // Dropping the sender would read as a stop; forgetting it keeps the
+        // graceful-shutdown future pending for the runtime's life.
+        if let Some(stop) = self.stop.take() {
+            std::mem::forget(stop);
+        }
+        self.addr
+    }
+
     /// Stop accepting, let open connections finish, and wait for the server
     /// to end, at most `patience` (`None`: as long as it takes).
     pub async fn stop(mut self, patience: Option<Duration>) {
@@ -93,5 +104,16 @@ mod tests {
         assert!(answer.ends_with("pong"), "{answer}");
         server.stop(Some(Duration::from_secs(5))).await;
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_detached_server_keeps_serving() {
+        let app = axum::Router::new().route("/ping", get(|| async { "pong" }));
+        let addr = start(SocketAddr::from(([127, 0, 0, 1], 0)), app)
+            .await
+            .expect("bind loopback")
+            .detach();
+        tokio::task::yield_now().await;
+        assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
     }
 }

@@ -17,7 +17,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use tokio::time::Instant;
 
 /// First content token after this, ms.
@@ -54,14 +53,13 @@ pub async fn start() -> (SocketAddr, Arc<ServerState>) {
         .route("/{scenario}/v1/responses", post(responses))
         .route("/{scenario}/v1/models", get(models))
         .with_state(Arc::clone(&state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Without TCP_NODELAY, Nagle + delayed ACKs hold small SSE writes back by
-    // up to 40 ms on a reused connection: the server's timing would be a lie.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // `serve` sets TCP_NODELAY: without it, Nagle + delayed ACKs hold small
+    // SSE writes back by up to 40 ms on a reused connection, and the
+    // server's timing would be a lie.
+    let addr = capcard::serve::start(SocketAddr::from(([127, 0, 0, 1], 0)), app)
+        .await
+        .expect("bind loopback")
+        .detach();
     (addr, state)
 }
 

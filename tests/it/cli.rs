@@ -1,6 +1,6 @@
 //! The CLI as a user meets it: exit codes and what is printed.
 
-use crate::support::{binary, capcard};
+use crate::support::{SimChild, binary, capcard, free_port};
 use predicates::prelude::*;
 
 #[test]
@@ -120,12 +120,7 @@ fn sim_list_names_every_preset() {
 #[test]
 fn run_against_an_unreachable_endpoint_exits_2_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
-    // A port nobody listens on: bind, note it, drop.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let path = dir.path().join("x.kdl");
     std::fs::write(
         &path,
@@ -187,36 +182,9 @@ fn report_on_a_folder_that_is_not_one_fails_clearly() {
 /// is stopped.
 #[test]
 fn sim_serves_until_stopped() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = std::process::Command::new(binary())
-        .args(["sim", "--preset", "tiny", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("capcard sim starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let body = loop {
-        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            use std::io::{Read, Write};
-            let _ = stream.write_all(
-                b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-            );
-            let mut text = String::new();
-            let _ = stream.read_to_string(&mut text);
-            if !text.is_empty() {
-                break text;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "sim never answered");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let _ = child.kill();
-    let _ = child.wait();
+    let sim = SimChild::start(&["--preset", "tiny"]);
+    let body = sim.get("/v1/models").expect("capcard sim answers");
+    drop(sim);
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("sim/tiny"), "{body}");
 }

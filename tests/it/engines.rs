@@ -230,9 +230,10 @@ mod prompt_log {
                 get(|| async { (axum::http::StatusCode::UNAUTHORIZED, "no key").into_response() }),
             )
             .with_state(Arc::clone(&log));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = capcard::serve::start(([127, 0, 0, 1], 0).into(), app)
+            .await
+            .expect("bind loopback")
+            .detach();
         (format!("http://{addr}/v1"), log)
     }
 

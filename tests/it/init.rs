@@ -113,11 +113,7 @@ fn init_writes_the_settings_a_strict_server_needs_with_its_words() {
 
 #[test]
 fn init_says_when_nothing_answers() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let output = capcard()
         .args(["init", &format!("http://127.0.0.1:{port}/v1")])
         .output()

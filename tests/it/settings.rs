@@ -6,7 +6,7 @@
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{binary, capcard, experiment_file, read_report, run_ok};
+use crate::support::{binary, capcard, experiment_file, free_port, read_report, run_ok};
 use capcard::analyze::settings::ServerStatus;
 
 /// A 7-setting grid on `sim tiny`, in virtual time; `tune` as given.
@@ -115,11 +115,6 @@ closed {{ concurrency 1 8; duration "1500ms"; warmup "200ms"; }}
 "#,
         capcard = capcard.display()
     )
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// No process whose command line names this port (a launched engine left

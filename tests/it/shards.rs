@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
-use crate::support::{binary, capcard, experiment_file, read_report, run_ok, serve_tiny};
+use crate::support::{
+    binary, capcard, experiment_file, free_port, read_report, run_ok, serve_tiny,
+};
 use capcard::analyze::Card;
 
 /// One endpoint target (the simulator served once, on loopback), a sweep
@@ -111,12 +113,6 @@ fn closed_figures(card: &Card) -> (Option<u32>, Option<[u32; 2]>) {
         card.crossp.as_ref().map(|c| c.concurrency),
         card.cr_closed.as_ref().map(|c| c.range),
     )
-}
-
-/// A loopback address no one listens on, for a coordinator.
-fn free_loopback_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
 }
 
 /// Measured in real time: run by `crate::all_real_time_measurements_in_turn`.
@@ -244,7 +240,7 @@ pub fn coordinated_shards_search_cr_open_together() {
     let one = tmp.path().join("one");
     run_ok(&file, &one, &["--nonce", "9"]);
 
-    let listen = free_loopback_addr();
+    let listen = format!("127.0.0.1:{}", free_port());
     let merged = tmp.path().join("merged");
     let coordinator = spawn(
         &["--nonce", "9", "--coordinate", "2", "--listen", &listen],
@@ -359,7 +355,7 @@ fn shard_flags_are_checked_before_anything_runs() {
 fn a_lost_shard_stops_the_coordinator_with_the_run_incomplete() {
     let (_server, url) = serve_tiny();
     let (tmp, file) = experiment_file("sharded.kdl", &experiment(&url, "rates 20"));
-    let listen = free_loopback_addr();
+    let listen = format!("127.0.0.1:{}", free_port());
     let merged = tmp.path().join("merged");
     let coordinator = spawn(
         &[

@@ -555,16 +555,6 @@ async fn prefix_affinity_sends_a_shared_prefix_back_to_the_replica_that_cached_i
 
 // ------------------------------------- `capcard sim` as a launched engine
 
-/// `capcard sim ARGS` as a child, killed if a test ends before stopping it.
-struct SimProcess(std::process::Child);
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `capcard sim` started as a launcher starts an engine: the knobs as
 /// flags (its batch cap of 4 seen in its metrics under load, and said at
 /// startup), then SIGTERM stops it, exit 0, with streams still open.
@@ -572,31 +562,12 @@ impl Drop for SimProcess {
 #[test]
 fn capcard_sim_takes_its_knobs_as_flags_and_stops_on_sigterm() {
     use std::io::Read;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let mut sim = SimProcess(
-        std::process::Command::new(crate::support::binary())
-            .args(["sim", "--preset", "tiny", "--max-num-seqs", "4", "--listen"])
-            .arg(addr.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("capcard sim starts"),
-    );
+    let mut sim =
+        crate::support::SimChild::start_logged(&["--preset", "tiny", "--max-num-seqs", "4"]);
+    let addr = sim.addr;
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let client = crate::support::web::Client::new();
     let (streams, loaded) = runtime.block_on(async {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(resp) = client.get(format!("http://{addr}/v1/models")).send().await {
-                assert_eq!(resp.status(), 200);
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "sim never answered");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
         // Six long streams on four seats: two must wait.
         let mut streams = Vec::new();
         for i in 0..6 {
@@ -630,12 +601,12 @@ fn capcard_sim_takes_its_knobs_as_flags_and_stops_on_sigterm() {
     );
     assert_eq!(sample(&loaded, "vllm:num_requests_waiting"), Some(2.0));
 
-    let pid = libc::pid_t::try_from(sim.0.id()).expect("a pid");
+    let pid = libc::pid_t::try_from(sim.child.id()).expect("a pid");
     let sent = std::time::Instant::now();
     // SAFETY: a signal to the child this test started and still holds.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let status = loop {
-        if let Some(status) = sim.0.try_wait().expect("the child is ours") {
+        if let Some(status) = sim.child.try_wait().expect("the child is ours") {
             break status;
         }
         assert!(
@@ -647,7 +618,7 @@ fn capcard_sim_takes_its_knobs_as_flags_and_stops_on_sigterm() {
     let stopped_after = sent.elapsed();
     drop(streams);
     let mut log = String::new();
-    if let Some(mut stderr) = sim.0.stderr.take() {
+    if let Some(mut stderr) = sim.child.stderr.take() {
         stderr.read_to_string(&mut log).expect("its stderr");
     }
     assert_eq!(status.code(), Some(0), "{status:?}\n{log}");

@@ -21,7 +21,7 @@ use capcard::workload::{CallSpec, Task, TaskSpec};
 use serde_json::{Value, json};
 
 use super::support::words;
-use crate::support::binary;
+use crate::support::SimChild;
 
 /// The `tiny` engine with `serving`'s knobs, seed 11.
 async fn tiny_with(serving: &SimServing) -> SimServer {
@@ -355,37 +355,30 @@ async fn the_responses_api_goes_through_the_dialect() {
 
 #[test]
 fn capcard_sim_reasons_and_groups_tokens_as_its_flags_say() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = std::process::Command::new(binary())
-        .args(["sim", "--preset", "tiny", "--reasoning-tokens", "20"])
-        .args(["--tokens-per-event", "4", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("capcard sim starts");
+    let sim = SimChild::start(&[
+        "--preset",
+        "tiny",
+        "--reasoning-tokens",
+        "20",
+        "--tokens-per-event",
+        "4",
+    ]);
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let body = runtime.block_on(async {
-        let client = crate::support::web::Client::new();
-        let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
         let request = json!({"messages": [{"role": "user", "content": "hi"}],
             "max_completion_tokens": 30, "ignore_eos": true, "stream": true,
             "stream_options": {"include_usage": true}});
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(resp) = client.post(&url).json(&request).send().await {
-                break resp.text().await.expect("body");
-            }
-            assert!(std::time::Instant::now() < deadline, "sim never answered");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::support::web::Client::new()
+            .post(format!("{}/v1/chat/completions", sim.base_url()))
+            .json(&request)
+            .send()
+            .await
+            .expect("capcard sim answers")
+            .text()
+            .await
+            .expect("body")
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(sim);
     let events = chunk_events(&body);
     // role, 20 reasoning tokens in 5 events, 10 answer tokens in 3, usage
     assert_eq!(events.len(), 10, "{body}");

@@ -10,7 +10,7 @@ use predicates::prelude::*;
 use serde_json::{Value, json};
 
 use super::support::words;
-use crate::support::binary;
+use crate::support::SimChild;
 
 async fn tiny_with(dialect: SimDialect) -> SimServer {
     let preset = presets::find("tiny").expect("tiny preset");
@@ -241,55 +241,30 @@ fn sim_rejects_a_bad_rate_limit() {
 /// The flags of `capcard sim` reach the server.
 #[tokio::test]
 async fn sim_flags_play_the_dialect() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new(binary())
-        .args(["sim", "--preset", "tiny", "--strict"])
-        .args(["--refuse-field", "max_tokens", "--rate-limit", "3/min"])
-        .args(["--ignore-field", "ignore_eos", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("capcard sim starts");
-    // Stopped however the test ends, a failed assertion included.
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let child = Stop(child);
+    let sim = SimChild::start(&[
+        "--preset",
+        "tiny",
+        "--strict",
+        "--refuse-field",
+        "max_tokens",
+        "--rate-limit",
+        "3/min",
+        "--ignore-field",
+        "ignore_eos",
+    ]);
     let client = crate::support::web::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..1000 {
-        if client.get(format!("{base}/health")).send().await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let url = format!("{}/v1", sim.base_url());
     let mut answers = Vec::new();
-    if ready {
-        let url = format!("{base}/v1");
-        for body in [
-            r#"{"messages":[{"content":"hi"}],"min_tokens":1}"#,
-            r#"{"messages":[{"content":"hi"}],"max_tokens":1}"#,
-            r#"{"messages":[{"content":"hi"}],"max_completion_tokens":1,"ignore_eos":true}"#,
-            r#"{"messages":[{"content":"hi"}],"max_completion_tokens":1}"#,
-        ] {
-            let (status, retry_after, text) =
-                post_raw(&client, &url, "chat/completions", body).await;
-            answers.push((status, retry_after.is_some(), text));
-        }
+    for body in [
+        r#"{"messages":[{"content":"hi"}],"min_tokens":1}"#,
+        r#"{"messages":[{"content":"hi"}],"max_tokens":1}"#,
+        r#"{"messages":[{"content":"hi"}],"max_completion_tokens":1,"ignore_eos":true}"#,
+        r#"{"messages":[{"content":"hi"}],"max_completion_tokens":1}"#,
+    ] {
+        let (status, retry_after, text) = post_raw(&client, &url, "chat/completions", body).await;
+        answers.push((status, retry_after.is_some(), text));
     }
-    drop(child);
-    assert!(ready, "capcard sim never answered");
+    drop(sim);
     let statuses: Vec<(u16, bool)> = answers.iter().map(|(s, r, _)| (*s, *r)).collect();
     assert_eq!(
         statuses,

@@ -2,8 +2,9 @@
 //! binary ([`capcard`], [`binary`]), an experiment written to a temporary
 //! folder ([`experiment_file`]), a run that must succeed ([`run_ok`]) and
 //! the results it leaves ([`read_report`]); the simulated engine on a port
-//! ([`tiny_sim`], [`serve_tiny`]); journals built by hand ([`build`]); and a
-//! small HTTP client ([`web`]).
+//! ([`tiny_sim`], [`serve_tiny`]), or `capcard sim` as a child process on
+//! a free port ([`SimChild`], [`free_port`]); journals built by hand
+//! ([`build`]); and a small HTTP client ([`web`]).
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,83 @@ pub fn serve_tiny() -> (tokio::runtime::Runtime, String) {
     // The server runs until the runtime is dropped.
     std::mem::forget(server);
     (runtime, url)
+}
+
+/// A loopback port that was free a moment ago: bound, noted, released.
+/// Nothing listens there until someone binds it.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("an ephemeral loopback port")
+        .port()
+}
+
+/// `capcard sim <args> --listen 127.0.0.1:<free port>` as a child process,
+/// answering before [`SimChild::start`] returns; killed when dropped, a
+/// failed assertion included.
+pub struct SimChild {
+    pub addr: std::net::SocketAddr,
+    pub child: std::process::Child,
+}
+
+impl SimChild {
+    /// Its standard error is discarded.
+    pub fn start(args: &[&str]) -> SimChild {
+        SimChild::spawn(args, std::process::Stdio::null())
+    }
+
+    /// Its standard error is piped, for the test to read what it said.
+    pub fn start_logged(args: &[&str]) -> SimChild {
+        SimChild::spawn(args, std::process::Stdio::piped())
+    }
+
+    fn spawn(args: &[&str], stderr: std::process::Stdio) -> SimChild {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let child = std::process::Command::new(binary())
+            .arg("sim")
+            .args(args)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("capcard sim starts");
+        let sim = SimChild { addr, child };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while sim.get("/health").is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "capcard sim never answered"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        sim
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The raw HTTP/1.1 answer to `GET path`, or `None` when nothing
+    /// answered.
+    pub fn get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.addr).ok()?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        (!text.is_empty()).then_some(text)
+    }
+}
+
+impl Drop for SimChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Renders a config error the way `capcard check` shows it, without colour

@@ -140,11 +140,7 @@ async fn a_repeated_prefix_shows_as_prefix_cache_hits() {
 
 #[tokio::test]
 async fn failed_scrapes_are_journaled_and_scraping_goes_on() {
-    // A port that was just free: nothing listens there.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], crate::support::free_port()));
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("t.jsonl");
     let scraper = Scraper::start(
