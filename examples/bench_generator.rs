@@ -40,7 +40,7 @@ use capcard::config::{Api, Arrival, RatePerS, StopRule};
 use capcard::exec::{
     ChatMessage, Endpoint, Journal, Prompt, RequestSource, RunInputs, RunOptions, execute_run_with,
 };
-use capcard::plan::{Load, Mode, RunPlan};
+use capcard::plan::{Load, RunPlan};
 use capcard::workload::{CallSpec, Message, Role, Segment, Task, TaskSpec};
 
 const CLOCK_TICKS_PER_S: f64 = 100.0;
@@ -284,20 +284,11 @@ impl RequestSource for BenchSource {
 }
 
 fn plan(id: &str, load: Load, warmup_s: f64, duration_s: f64) -> RunPlan {
+    let warmup = Duration::from_secs_f64(warmup_s);
+    let stop = StopRule::Duration(Duration::from_secs_f64(duration_s));
     RunPlan {
         id: id.to_string(),
-        target: "bench".into(),
-        workload: "bench".into(),
-        mode: match load {
-            Load::Concurrency { .. } => Mode::Closed,
-            Load::Rate { .. } => Mode::Open,
-        },
-        load,
-        warmup: Duration::from_secs_f64(warmup_s),
-        stop: StopRule::Duration(Duration::from_secs_f64(duration_s)),
-        seed: 1,
-        repetition: 1,
-        mix: None,
+        ..RunPlan::new("bench", "bench", load, warmup, stop, 1)
     }
 }
 

@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use capcard::config::{
-    Api, Arrival, ClosedSpec, CrossPSpec, Dist, DistKind, Experiment, Fraction, KneeSpec,
-    LatencyMetric, MetricsSource, OpenSpec, RatePerS, RateSelection, SimFaults, SizingSpec,
-    SizingTarget, Slo, SloClause, Stat, StopRule, Target, TargetKind, Workload,
+    ClosedSpec, Dist, DistKind, Experiment, Fraction, LatencyMetric, OpenSpec, RatePerS,
+    RateSelection, SizingSpec, SizingTarget, Slo, SloClause, Stat, StopRule, Target, Workload,
 };
 
 fn main() -> miette::Result<()> {
@@ -17,29 +16,9 @@ fn main() -> miette::Result<()> {
         description: Some("An experiment built without a KDL file".into()),
         seed: 42,
         targets: vec![Target {
-            name: "sim-h100".into(),
-            span: None,
-            kind: TargetKind::Sim {
-                preset: "h100-llama3-8b".into(),
-                faults: SimFaults::default(),
-                serving: Default::default(),
-            },
-            api: Api::Chat,
-            model: None,
-            api_key_env: None,
             timeout: Duration::from_secs(60),
             hardware: Some("simulated 1x H100 SXM".into()),
-            runtime: None,
-            cost: None,
-            metrics: MetricsSource::Auto,
-            tokenizer: None,
-            http2: false,
-            headers: vec![],
-            force_length: true,
-            extra_body: Default::default(),
-            max_context: None,
-            launch: None,
-            setting: None,
+            ..Target::sim("sim-h100", "h100-llama3-8b")
         }],
         workloads: vec![Workload {
             name: "chat".into(),
@@ -81,29 +60,20 @@ fn main() -> miette::Result<()> {
             ],
         }],
         mixes: vec![],
-        closed: Some(ClosedSpec {
-            levels: vec![1, 2, 4, 8, 16, 32, 64],
-            stop: StopRule::Duration(Duration::from_secs(30)),
-            warmup: Duration::from_secs(5),
-            crossp: CrossPSpec::default(),
-            knee: KneeSpec::default(),
-            repeat: 1,
-        }),
-        open: Some(OpenSpec {
-            arrival: Arrival::Poisson,
-            rates: RateSelection::Search {
+        closed: Some(ClosedSpec::new(
+            vec![1, 2, 4, 8, 16, 32, 64],
+            StopRule::Duration(Duration::from_secs(30)),
+            Duration::from_secs(5),
+        )),
+        open: Some(OpenSpec::new(
+            RateSelection::Search {
                 min: RatePerS(0.5),
                 max: RatePerS(64.0),
                 precision: Fraction(0.05),
             },
-            stop: StopRule::Duration(Duration::from_secs(60)),
-            warmup: Duration::from_secs(10),
-            trace: None,
-            confidence: Fraction(0.95),
-            budget: None,
-            repeat: 1,
-            frontier: vec![],
-        }),
+            StopRule::Duration(Duration::from_secs(60)),
+            Duration::from_secs(10),
+        )),
         sizing: Some(SizingSpec {
             targets: vec![SizingTarget::Rps {
                 rps: RatePerS(150.0),

@@ -855,8 +855,8 @@ mod tests {
     use crate::analyze::crossp::tests::level;
     use crate::analyze::slo::SloVerdict;
     use crate::config::{
-        Arrival, ClosedSpec, Cost, CrossPSpec, Dist, Fraction, KneeSpec, LatencyMetric, OpenSpec,
-        RatePerS, SimFaults, SizingSpec, SizingTarget, Slo, SloClause, Stat, StopRule,
+        ClosedSpec, Cost, Dist, Fraction, LatencyMetric, OpenSpec, RatePerS, SizingSpec,
+        SizingTarget, Slo, SloClause, Stat, StopRule,
     };
 
     fn experiment() -> Experiment {
@@ -876,29 +876,20 @@ mod tests {
                 }],
             }],
             mixes: vec![],
-            closed: Some(ClosedSpec {
-                levels: vec![1, 2, 4, 8],
-                stop: StopRule::Duration(Duration::from_secs(60)),
-                warmup: Duration::from_secs(10),
-                crossp: CrossPSpec::default(),
-                knee: KneeSpec::default(),
-                repeat: 1,
-            }),
-            open: Some(OpenSpec {
-                arrival: Arrival::Poisson,
-                rates: RateSelection::Search {
+            closed: Some(ClosedSpec::new(
+                vec![1, 2, 4, 8],
+                StopRule::Duration(Duration::from_secs(60)),
+                Duration::from_secs(10),
+            )),
+            open: Some(OpenSpec::new(
+                RateSelection::Search {
                     min: RatePerS(0.5),
                     max: RatePerS(64.0),
                     precision: Fraction(0.05),
                 },
-                stop: StopRule::Duration(Duration::from_secs(120)),
-                warmup: Duration::from_secs(15),
-                trace: None,
-                confidence: crate::config::Fraction(0.95),
-                budget: None,
-                repeat: 1,
-                frontier: vec![],
-            }),
+                StopRule::Duration(Duration::from_secs(120)),
+                Duration::from_secs(15),
+            )),
             sizing: Some(SizingSpec {
                 targets: vec![
                     SizingTarget::Rps {
@@ -919,32 +910,12 @@ mod tests {
 
     fn target() -> Target {
         Target {
-            name: "what-if".into(),
-            span: None,
-            kind: TargetKind::Sim {
-                preset: "h100-llama3-8b".into(),
-                faults: SimFaults::default(),
-                serving: Default::default(),
-            },
-            api: crate::config::Api::Chat,
-            model: None,
-            api_key_env: None,
-            timeout: Duration::from_secs(120),
             hardware: Some("1x H100 SXM 80GB".into()),
-            runtime: None,
             cost: Some(Cost {
                 per_hour: 2.0,
                 currency: "EUR".into(),
             }),
-            metrics: Default::default(),
-            tokenizer: None,
-            http2: false,
-            headers: vec![],
-            force_length: true,
-            extra_body: Default::default(),
-            max_context: None,
-            launch: None,
-            setting: None,
+            ..Target::sim("what-if", "h100-llama3-8b")
         }
     }
 

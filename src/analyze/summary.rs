@@ -1038,28 +1038,20 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::config::{Arrival, RatePerS, StopRule};
-    use crate::exec::record::{RunFooter, RunHeader, TaskRecord, TokenSource};
+    use crate::exec::record::{RunFooter, RunHeader, TaskRecord};
     use crate::plan::RunPlan;
     use crate::stats::interval::Verdict;
 
     pub(crate) fn header(load: Load, measure_from_ms: f64) -> RunHeader {
-        let mode = match load {
-            Load::Concurrency { .. } => Mode::Closed,
-            Load::Rate { .. } => Mode::Open,
-        };
         RunHeader {
-            run: RunPlan {
-                id: "t--w--x".into(),
-                target: "t".into(),
-                workload: "w".into(),
-                mode,
+            run: RunPlan::new(
+                "t",
+                "w",
                 load,
-                warmup: Duration::from_millis(measure_from_ms as u64),
-                stop: StopRule::Duration(Duration::from_secs(10)),
-                seed: 1,
-                repetition: 1,
-                mix: None,
-            },
+                Duration::from_millis(measure_from_ms as u64),
+                StopRule::Duration(Duration::from_secs(10)),
+                1,
+            ),
             started_at: "2026-01-01T00:00:00Z".into(),
             model: "m".into(),
             measure_from_ms,
@@ -1083,48 +1075,16 @@ pub(crate) mod tests {
         tokens: u32,
         gap: f32,
     ) -> RequestRecord {
-        let e2e = ttft + f64::from(gap) * f64::from(tokens.saturating_sub(1));
-        RequestRecord {
+        RequestRecord::succeeded(
             task,
-            call: 0,
             scheduled_ms,
-            sent_ms: scheduled_ms,
-            schedule_lag_ms: 0.0,
-            completed_ms: scheduled_ms + e2e,
-            ttft_ms: Some(ttft),
-            e2e_ms: Some(e2e),
-            itl_ms: vec![gap; tokens.saturating_sub(1) as usize],
-            prompt_tokens_requested: 100,
-            prompt_tokens_reported: Some(100),
-            output_tokens_requested: tokens,
-            output_tokens: tokens,
-            output_tokens_source: TokenSource::Usage,
-            finish_reason: Some("length".into()),
-            error: None,
-            error_detail: None,
-            http_status: Some(200),
-            reconnects: 0,
-            class: None,
-            retry_after_ms: None,
-            ttfo_ms: None,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
-        }
+            ttft,
+            vec![gap; tokens.saturating_sub(1) as usize],
+        )
     }
 
     pub(crate) fn failed(task: u64, scheduled_ms: f64, class: ErrorClass) -> RequestRecord {
-        RequestRecord {
-            ttft_ms: None,
-            e2e_ms: None,
-            itl_ms: vec![],
-            output_tokens: 0,
-            completed_ms: scheduled_ms + 5.0,
-            finish_reason: None,
-            error: Some(class),
-            http_status: None,
-            ..call(task, scheduled_ms, 1.0, 1, 0.0)
-        }
+        RequestRecord::failed(task, scheduled_ms, scheduled_ms + 5.0, class)
     }
 
     fn footer(window: [f64; 2], offered: Option<u64>, samples: Vec<(f64, u32)>) -> RunFooter {
@@ -1171,7 +1131,7 @@ pub(crate) mod tests {
             )),
         };
         let s = summarize(&journal, &[]);
-        assert_eq!(s.run_id, "t--w--x");
+        assert_eq!(s.run_id, "t--w--c0002");
         assert_eq!(s.mode, Some(Mode::Closed));
         assert_eq!(s.concurrency, Some(2));
         assert_eq!(s.window_s, 10.0);

@@ -228,6 +228,52 @@ pub struct Target {
     pub setting: Option<Setting>,
 }
 
+impl Target {
+    /// A target as a `target` block with only `name` and its `endpoint` or
+    /// `sim` line reads: every other line at the language's default (chat,
+    /// a 120 s timeout, metrics found automatically, lengths forced). The
+    /// decoder starts from these defaults too.
+    pub fn new(name: impl Into<String>, kind: TargetKind) -> Target {
+        Target {
+            name: name.into(),
+            span: None,
+            kind,
+            api: Api::default(),
+            model: None,
+            api_key_env: None,
+            timeout: Duration::from_secs(120),
+            hardware: None,
+            runtime: None,
+            cost: None,
+            metrics: MetricsSource::Auto,
+            tokenizer: None,
+            http2: false,
+            headers: Vec::new(),
+            force_length: true,
+            extra_body: serde_json::Map::new(),
+            max_context: None,
+            launch: None,
+            setting: None,
+        }
+    }
+
+    /// [`Target::new`] of a running server at `base_url`.
+    pub fn endpoint(name: impl Into<String>, base_url: impl Into<String>) -> Target {
+        let base_url = base_url.into();
+        Target::new(name, TargetKind::Endpoint { base_url })
+    }
+
+    /// [`Target::new`] of the built-in engine as `preset` serves it.
+    pub fn sim(name: impl Into<String>, preset: impl Into<String>) -> Target {
+        let kind = TargetKind::Sim {
+            preset: preset.into(),
+            faults: SimFaults::default(),
+            serving: SimServing::default(),
+        };
+        Target::new(name, kind)
+    }
+}
+
 fn yes() -> bool {
     true
 }
@@ -595,6 +641,22 @@ pub struct ClosedSpec {
     pub repeat: u32,
 }
 
+impl ClosedSpec {
+    /// A sweep of `levels`, each run warmed for `warmup` then measured
+    /// until `stop`; CrossP, the knee and repetitions at the language's
+    /// defaults.
+    pub fn new(levels: Vec<u32>, stop: StopRule, warmup: Duration) -> ClosedSpec {
+        ClosedSpec {
+            levels,
+            stop,
+            warmup,
+            crossp: CrossPSpec::default(),
+            knee: KneeSpec::default(),
+            repeat: 1,
+        }
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -685,10 +747,27 @@ pub struct OpenSpec {
 }
 
 fn default_confidence() -> Fraction {
-    Fraction(0.95)
+    Fraction(crate::stats::interval::DEFAULT_CONFIDENCE)
 }
 
 impl OpenSpec {
+    /// Poisson arrivals at `rates`, each run warmed for `warmup` then
+    /// measured until `stop`; confidence, budget, repetitions and frontier
+    /// at the language's defaults.
+    pub fn new(rates: RateSelection, stop: StopRule, warmup: Duration) -> OpenSpec {
+        OpenSpec {
+            arrival: Arrival::Poisson,
+            rates,
+            stop,
+            warmup,
+            trace: None,
+            confidence: default_confidence(),
+            budget: None,
+            repeat: 1,
+            frontier: Vec::new(),
+        }
+    }
+
     /// How a run at `rate` stops. A trace replay without `duration` or
     /// `requests` lasts the trace: its span at the run's speedup, less the
     /// warmup (which the trace's first part fills), at least one second.

@@ -367,7 +367,7 @@ pub use crate::time::rfc3339_utc;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::record::{ErrorClass, RequestRecord, TokenSource};
+    use crate::exec::record::{ErrorClass, RequestRecord};
 
     #[test]
     fn parse_line_reads_records_as_the_tagged_enum_does() {
@@ -395,31 +395,11 @@ mod tests {
 
     fn record(scheduled_ms: f64, lag: f64, completed_ms: f64) -> RequestRecord {
         RequestRecord {
-            task: 0,
-            call: 0,
-            scheduled_ms,
             sent_ms: scheduled_ms + lag,
             schedule_lag_ms: lag,
             completed_ms,
-            ttft_ms: Some(1.0),
             e2e_ms: Some(completed_ms - scheduled_ms),
-            itl_ms: vec![],
-            prompt_tokens_requested: 1,
-            prompt_tokens_reported: None,
-            output_tokens_requested: 1,
-            output_tokens: 1,
-            output_tokens_source: TokenSource::Chunks,
-            finish_reason: None,
-            error: None,
-            error_detail: None,
-            http_status: Some(200),
-            reconnects: 0,
-            class: None,
-            retry_after_ms: None,
-            ttfo_ms: None,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
+            ..RequestRecord::succeeded(0, scheduled_ms, 1.0, vec![])
         }
     }
 

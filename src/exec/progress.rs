@@ -146,35 +146,13 @@ pub fn spawn_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::record::{ErrorClass, TokenSource};
+    use crate::exec::record::ErrorClass;
 
     fn record(ttft: Option<f64>, error: Option<ErrorClass>) -> RequestRecord {
         RequestRecord {
-            task: 0,
-            call: 0,
-            scheduled_ms: 0.0,
-            sent_ms: 0.0,
-            schedule_lag_ms: 0.0,
-            completed_ms: 1.0,
             ttft_ms: ttft,
-            e2e_ms: None,
-            itl_ms: vec![],
-            prompt_tokens_requested: 1,
-            prompt_tokens_reported: None,
-            output_tokens_requested: 1,
-            output_tokens: 1,
-            output_tokens_source: TokenSource::Chunks,
-            finish_reason: None,
             error,
-            error_detail: None,
-            http_status: None,
-            reconnects: 0,
-            class: None,
-            retry_after_ms: None,
-            ttfo_ms: None,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
+            ..RequestRecord::succeeded(0, 0.0, 1.0, vec![])
         }
     }
 

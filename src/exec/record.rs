@@ -193,6 +193,68 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl RequestRecord {
+    /// A call built by hand (tests, examples, a tool that writes journals):
+    /// sent on schedule, its first token `ttft_ms` after `scheduled_ms`,
+    /// then one token after each gap of `itl_ms`. 100 prompt tokens, the
+    /// counts from `usage`, finished by length with HTTP 200. Set what else
+    /// matters with struct update syntax.
+    pub fn succeeded(
+        task: u64,
+        scheduled_ms: f64,
+        ttft_ms: f64,
+        itl_ms: Vec<f32>,
+    ) -> RequestRecord {
+        let e2e_ms = ttft_ms + itl_ms.iter().map(|&gap| f64::from(gap)).sum::<f64>();
+        let output_tokens = u32::try_from(itl_ms.len() + 1).unwrap_or(u32::MAX);
+        RequestRecord {
+            task,
+            call: 0,
+            scheduled_ms,
+            sent_ms: scheduled_ms,
+            schedule_lag_ms: 0.0,
+            completed_ms: scheduled_ms + e2e_ms,
+            ttft_ms: Some(ttft_ms),
+            ttfo_ms: None,
+            e2e_ms: Some(e2e_ms),
+            itl_ms,
+            prompt_tokens_requested: 100,
+            prompt_tokens_reported: Some(100),
+            output_tokens_requested: output_tokens,
+            output_tokens,
+            output_tokens_source: TokenSource::Usage,
+            reasoning_tokens: 0,
+            reasoning_tokens_source: None,
+            tool_calls: 0,
+            finish_reason: Some("length".into()),
+            error: None,
+            error_detail: None,
+            http_status: Some(200),
+            reconnects: 0,
+            class: None,
+            retry_after_ms: None,
+        }
+    }
+
+    /// A call built by hand that failed with `class` at `completed_ms`,
+    /// before any token came.
+    pub fn failed(
+        task: u64,
+        scheduled_ms: f64,
+        completed_ms: f64,
+        class: ErrorClass,
+    ) -> RequestRecord {
+        RequestRecord {
+            completed_ms,
+            ttft_ms: None,
+            e2e_ms: None,
+            output_tokens: 0,
+            finish_reason: None,
+            error: Some(class),
+            http_status: None,
+            ..RequestRecord::succeeded(task, scheduled_ms, 0.0, vec![])
+        }
+    }
+
     pub fn is_ok(&self) -> bool {
         self.error.is_none()
     }

@@ -456,29 +456,7 @@ mod tests {
     }
 
     fn endpoint() -> Target {
-        Target {
-            name: "e".into(),
-            span: None,
-            kind: TargetKind::Endpoint {
-                base_url: "http://127.0.0.1:1/v1".into(),
-            },
-            api: crate::config::Api::Chat,
-            model: None,
-            api_key_env: None,
-            timeout: std::time::Duration::from_secs(120),
-            hardware: None,
-            runtime: None,
-            cost: None,
-            metrics: Default::default(),
-            tokenizer: None,
-            http2: false,
-            headers: vec![],
-            force_length: true,
-            extra_body: Default::default(),
-            max_context: None,
-            launch: None,
-            setting: None,
-        }
+        Target::endpoint("e", "http://127.0.0.1:1/v1")
     }
 
     #[test]
@@ -513,8 +491,6 @@ mod tests {
         assert_eq!(declared_window(&endpoint()), None);
         let declared = Target {
             max_context: Some(4096),
-            launch: None,
-            setting: None,
             ..endpoint()
         };
         assert_eq!(declared_window(&declared).map(|w| w.tokens), Some(4096));

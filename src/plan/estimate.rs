@@ -319,7 +319,6 @@ mod tests {
 
     use super::*;
     use crate::config::{Agent, Arrival, Conversation, Dist, RatePerS};
-    use crate::plan::Mode;
 
     fn workload() -> Workload {
         Workload {
@@ -336,18 +335,7 @@ mod tests {
     }
 
     fn run(load: Load, stop: StopRule) -> RunPlan {
-        RunPlan {
-            id: "r".into(),
-            target: "t".into(),
-            workload: "w".into(),
-            mode: Mode::Closed,
-            load,
-            warmup: Duration::from_secs(10),
-            stop,
-            seed: 1,
-            repetition: 1,
-            mix: None,
-        }
+        RunPlan::new("t", "w", load, Duration::from_secs(10), stop, 1)
     }
 
     #[test]

@@ -190,28 +190,17 @@ pub fn extensions_bound_s(budget: Duration, runs: &Extendable) -> f64 {
 mod tests {
     use super::*;
     use crate::config::{Arrival, RatePerS};
-    use crate::plan::Mode;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
     }
 
     fn open_run(rate: f64, stop: StopRule) -> RunPlan {
-        RunPlan {
-            id: "r".into(),
-            target: "t".into(),
-            workload: "w".into(),
-            mode: Mode::Open,
-            load: Load::Rate {
-                rate: RatePerS(rate),
-                arrival: Arrival::Poisson,
-            },
-            warmup: secs(5),
-            stop,
-            seed: 1,
-            repetition: 1,
-            mix: None,
-        }
+        let load = Load::Rate {
+            rate: RatePerS(rate),
+            arrival: Arrival::Poisson,
+        };
+        RunPlan::new("t", "w", load, secs(5), stop, 1)
     }
 
     #[test]

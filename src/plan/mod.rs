@@ -279,6 +279,35 @@ fn is_first(r: &u32) -> bool {
 }
 
 impl RunPlan {
+    /// The run the planner makes of `workload` on `target` at `load`: its
+    /// id, its mode (closed for a concurrency, open for a rate) and its
+    /// request stream's seed (from the experiment's seed, the workload and
+    /// the level or rate, never the target), the first repetition, no mix.
+    pub fn new(
+        target: &str,
+        workload: &str,
+        load: Load,
+        warmup: Duration,
+        stop: StopRule,
+        experiment_seed: u64,
+    ) -> RunPlan {
+        RunPlan {
+            id: run_id(target, workload, &load),
+            target: target.to_string(),
+            workload: workload.to_string(),
+            mode: match load {
+                Load::Concurrency { .. } => Mode::Closed,
+                Load::Rate { .. } => Mode::Open,
+            },
+            seed: run_seed(experiment_seed, workload, &load),
+            load,
+            warmup,
+            stop,
+            repetition: 1,
+            mix: None,
+        }
+    }
+
     /// Repetition `r` (1-based) of this run: the first is the run itself;
     /// a later one has its own id (`<id>--rep2`) and its own request stream
     /// (the seed mixed with `r`), so a server's prefix cache never serves a
@@ -494,30 +523,15 @@ pub(crate) fn workload_seed(experiment_seed: u64, workload: &str) -> u64 {
 
 fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPlan {
     let profile = &subject.profile;
-    let run = |mode: Mode, load: Load, warmup: Duration, stop: StopRule| RunPlan {
-        id: run_id(target, &subject.name, &load),
-        target: target.to_string(),
-        workload: subject.name.clone(),
-        mode,
-        load,
-        warmup,
-        stop,
-        seed: run_seed(experiment.seed, &subject.name, &load),
-        repetition: 1,
+    let run = |load: Load, warmup: Duration, stop: StopRule| RunPlan {
         mix: subject.mix.clone(),
+        ..RunPlan::new(target, &subject.name, load, warmup, stop, experiment.seed)
     };
 
     let closed: Vec<RunPlan> = experiment.closed.as_ref().map_or_else(Vec::new, |spec| {
         spec.levels
             .iter()
-            .map(|&concurrency| {
-                run(
-                    Mode::Closed,
-                    Load::Concurrency { concurrency },
-                    spec.warmup,
-                    spec.stop,
-                )
-            })
+            .map(|&concurrency| run(Load::Concurrency { concurrency }, spec.warmup, spec.stop))
             .collect()
     });
     let closed = repeated(closed, experiment.closed.as_ref().map_or(1, |c| c.repeat));
@@ -528,7 +542,6 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
         Some(spec) => {
             let open_run = |rate: RatePerS| {
                 run(
-                    Mode::Open,
                     Load::Rate {
                         rate,
                         arrival: spec.arrival,
@@ -568,7 +581,6 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
                         // The declared length: each rate's run is sized
                         // for samples when it is made (run_at_rate_of).
                         template: Box::new(run(
-                            Mode::Open,
                             Load::Rate {
                                 rate: *min,
                                 arrival: spec.arrival,
@@ -656,36 +668,12 @@ mod trace_stop_tests {
 mod tests {
     use super::*;
     use crate::config::{
-        Api, ClosedSpec, Conversation, CrossPSpec, Dist, DistKind, KneeSpec, LatencyMetric,
-        OpenSpec, SharedPrefix, SimFaults, Slo, SloClause, Stat, Target, TargetKind, Workload,
+        ClosedSpec, Conversation, Dist, DistKind, LatencyMetric, OpenSpec, SharedPrefix, Slo,
+        SloClause, Stat, Target, Workload,
     };
 
     fn target(name: &str) -> Target {
-        Target {
-            name: name.into(),
-            span: None,
-            kind: TargetKind::Sim {
-                preset: "h100-llama3-8b".into(),
-                faults: SimFaults::default(),
-                serving: Default::default(),
-            },
-            api: Api::Chat,
-            model: None,
-            api_key_env: None,
-            timeout: Duration::from_secs(120),
-            hardware: None,
-            runtime: None,
-            cost: None,
-            metrics: Default::default(),
-            tokenizer: None,
-            http2: false,
-            headers: vec![],
-            force_length: true,
-            extra_body: Default::default(),
-            max_context: None,
-            launch: None,
-            setting: None,
-        }
+        Target::sim(name, "h100-llama3-8b")
     }
 
     fn workload(name: &str) -> Workload {
@@ -764,29 +752,20 @@ mod tests {
                 },
             ],
             mixes: vec![],
-            closed: Some(ClosedSpec {
-                levels: vec![1, 2, 4, 8, 16, 32, 64, 128],
-                stop: StopRule::Duration(Duration::from_secs(60)),
-                warmup: Duration::from_secs(10),
-                crossp: CrossPSpec::default(),
-                knee: KneeSpec::default(),
-                repeat: 1,
-            }),
-            open: Some(OpenSpec {
-                arrival: Arrival::Poisson,
-                rates: RateSelection::Search {
+            closed: Some(ClosedSpec::new(
+                vec![1, 2, 4, 8, 16, 32, 64, 128],
+                StopRule::Duration(Duration::from_secs(60)),
+                Duration::from_secs(10),
+            )),
+            open: Some(OpenSpec::new(
+                RateSelection::Search {
                     min: RatePerS(0.5),
                     max: RatePerS(64.0),
                     precision: Fraction(0.05),
                 },
-                stop: StopRule::Duration(Duration::from_secs(120)),
-                warmup: Duration::from_secs(15),
-                trace: None,
-                confidence: crate::config::Fraction(0.95),
-                budget: None,
-                repeat: 1,
-                frontier: vec![],
-            }),
+                StopRule::Duration(Duration::from_secs(120)),
+                Duration::from_secs(15),
+            )),
             sizing: None,
             sweeps: Vec::new(),
             base_dir: None,

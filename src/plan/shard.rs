@@ -233,17 +233,10 @@ mod tests {
     }
 
     fn run(id: &str, warmup_s: u64, stop: StopRule) -> RunPlan {
+        let load = super::super::Load::Concurrency { concurrency: 1 };
         RunPlan {
             id: id.into(),
-            target: "t".into(),
-            workload: "w".into(),
-            mode: super::super::Mode::Closed,
-            load: super::super::Load::Concurrency { concurrency: 1 },
-            warmup: Duration::from_secs(warmup_s),
-            stop,
-            seed: 1,
-            repetition: 1,
-            mix: None,
+            ..RunPlan::new("t", "w", load, Duration::from_secs(warmup_s), stop, 1)
         }
     }
 

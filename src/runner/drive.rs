@@ -504,26 +504,17 @@ mod tests {
 
     #[test]
     fn extension_is_its_own_run_within_the_budget() {
-        let run = RunPlan {
-            id: "t--w--r1".into(),
-            target: "t".into(),
-            workload: "w".into(),
-            mode: Mode::Open,
-            load: Load::Rate {
-                rate: config::RatePerS(1.0),
-                arrival: config::Arrival::Poisson,
-            },
-            warmup: Duration::from_secs(1),
-            stop: StopRule::Duration(Duration::from_secs(10)),
-            seed: 1,
-            repetition: 1,
-            mix: None,
+        let load = Load::Rate {
+            rate: config::RatePerS(1.0),
+            arrival: config::Arrival::Poisson,
         };
+        let stop = StopRule::Duration(Duration::from_secs(10));
+        let run = RunPlan::new("t", "w", load, Duration::from_secs(1), stop, 1);
         let budget = |s: u64| Budget {
             left: Duration::from_secs(s),
         };
         let longer = lengthen(&run, &budget(100)).expect("room for 4×");
-        assert_eq!(longer.id, "t--w--r1--ext");
+        assert_eq!(longer.id, "t--w--r1.000--ext");
         assert_eq!(longer.stop, StopRule::Duration(Duration::from_secs(40)));
         // Its own prompts: the run's are in the server's prefix cache.
         assert_ne!(longer.seed, run.seed);

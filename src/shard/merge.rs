@@ -396,26 +396,17 @@ pub fn merge_journal_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::record::{ErrorClass, RequestRecord, TokenSource};
-    use crate::plan::{Load, Mode, RunPlan};
+    use crate::exec::record::{ErrorClass, RequestRecord};
+    use crate::plan::{Load, RunPlan};
     use std::time::Duration;
 
     fn plan() -> RunPlan {
-        RunPlan {
-            id: "t--w--r4.000".into(),
-            target: "t".into(),
-            workload: "w".into(),
-            mode: Mode::Open,
-            load: Load::Rate {
-                rate: crate::config::RatePerS(4.0),
-                arrival: crate::config::Arrival::Poisson,
-            },
-            warmup: Duration::from_secs(1),
-            stop: crate::config::StopRule::Duration(Duration::from_secs(10)),
-            seed: 7,
-            repetition: 1,
-            mix: None,
-        }
+        let load = Load::Rate {
+            rate: crate::config::RatePerS(4.0),
+            arrival: crate::config::Arrival::Poisson,
+        };
+        let stop = crate::config::StopRule::Duration(Duration::from_secs(10));
+        RunPlan::new("t", "w", load, Duration::from_secs(1), stop, 7)
     }
 
     fn clock(index: u32, count: u32) -> ShardClock {
@@ -450,31 +441,13 @@ mod tests {
 
     fn record(task: u64, completed_ms: f64) -> RequestRecord {
         RequestRecord {
-            task,
-            call: 0,
-            scheduled_ms: completed_ms - 50.0,
-            sent_ms: completed_ms - 50.0,
-            schedule_lag_ms: 0.0,
-            completed_ms,
-            ttft_ms: Some(10.0),
-            e2e_ms: Some(50.0),
-            itl_ms: vec![],
             prompt_tokens_requested: 10,
             prompt_tokens_reported: Some(10),
             output_tokens_requested: 4,
             output_tokens: 4,
-            output_tokens_source: TokenSource::Usage,
-            finish_reason: Some("length".into()),
             error: (task == 3).then_some(ErrorClass::Timeout),
-            error_detail: None,
             http_status: None,
-            reconnects: 0,
-            class: None,
-            retry_after_ms: None,
-            ttfo_ms: None,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
+            ..RequestRecord::succeeded(task, completed_ms - 50.0, 10.0, vec![20.0; 2])
         }
     }
 

@@ -25,7 +25,7 @@ use capcard::exec::{
     Endpoint, ErrorClass, ExecError, Journal, Prompt, RequestRecord, RequestSource, RunInputs,
     RunOptions, TokenSource, execute_run_with, probe_models, read_journal,
 };
-use capcard::plan::{Load, Mode, RunPlan};
+use capcard::plan::{Load, RunPlan};
 use capcard::workload::{AgentStep, CallSpec, Message, Role, Segment, Task, TaskSpec, Turn};
 use tokio_util::sync::CancellationToken;
 
@@ -127,36 +127,16 @@ fn endpoint(addr: std::net::SocketAddr, scenario: &str, timeout: Duration) -> En
 }
 
 fn closed(concurrency: u32, warmup_ms: u64, stop: StopRule) -> RunPlan {
-    RunPlan {
-        id: format!("t--w--c{concurrency:04}"),
-        target: "t".into(),
-        workload: "w".into(),
-        mode: Mode::Closed,
-        load: Load::Concurrency { concurrency },
-        warmup: Duration::from_millis(warmup_ms),
-        stop,
-        seed: 7,
-        repetition: 1,
-        mix: None,
-    }
+    let load = Load::Concurrency { concurrency };
+    RunPlan::new("t", "w", load, Duration::from_millis(warmup_ms), stop, 7)
 }
 
 fn open(rate: f64, warmup_ms: u64, stop: StopRule) -> RunPlan {
-    RunPlan {
-        id: format!("t--w--r{rate:.3}"),
-        target: "t".into(),
-        workload: "w".into(),
-        mode: Mode::Open,
-        load: Load::Rate {
-            rate: RatePerS(rate),
-            arrival: Arrival::Poisson,
-        },
-        warmup: Duration::from_millis(warmup_ms),
-        stop,
-        seed: 7,
-        repetition: 1,
-        mix: None,
-    }
+    let load = Load::Rate {
+        rate: RatePerS(rate),
+        arrival: Arrival::Poisson,
+    };
+    RunPlan::new("t", "w", load, Duration::from_millis(warmup_ms), stop, 7)
 }
 
 fn quiet() -> RunOptions {

@@ -13,7 +13,7 @@ use capcard::config::{self, Api, Arrival, RatePerS, Sample, StopRule};
 use capcard::exec::{
     CompletionsPrompt, Endpoint, RunInputs, RunOptions, TraceSource, execute_run_with, read_journal,
 };
-use capcard::plan::{Load, Mode, RunPlan};
+use capcard::plan::{Load, RunPlan};
 use capcard::sim::metrics::sample;
 use capcard::sim::{SimConfig, presets, start};
 use capcard::workload::dataset::{EntryPrompt, parse_dataset};
@@ -325,21 +325,12 @@ async fn replay_on_sim(trace: Trace) -> String {
         headers: Vec::new(),
         body: Default::default(),
     };
-    let run = RunPlan {
-        id: "replay".into(),
-        target: "tiny".into(),
-        workload: "w".into(),
-        mode: Mode::Open,
-        load: Load::Rate {
-            rate: RatePerS(trace.mean_rate_per_s()),
-            arrival: Arrival::Trace,
-        },
-        warmup: Duration::ZERO,
-        stop: StopRule::Duration(Duration::from_secs(30)),
-        seed: 9,
-        repetition: 1,
-        mix: None,
+    let load = Load::Rate {
+        rate: RatePerS(trace.mean_rate_per_s()),
+        arrival: Arrival::Trace,
     };
+    let stop = StopRule::Duration(Duration::from_secs(30));
+    let run = RunPlan::new("tiny", "w", load, Duration::ZERO, stop, 9);
     let workload = config::Workload {
         name: "w".into(),
         span: None,

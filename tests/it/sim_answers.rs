@@ -14,7 +14,7 @@ use capcard::exec::sse::SseDecoder;
 use capcard::exec::stream::{CallId, CallTimes, EventVerdict, StreamEnd, StreamObserver, Wire};
 use capcard::exec::virtual_time::{VirtualTarget, simulate};
 use capcard::exec::{BodyOptions, ChatMessage, JournalLine, Prompt, RequestSource, RunInputs};
-use capcard::plan::{Load, Mode, RunPlan};
+use capcard::plan::{Load, RunPlan};
 use capcard::sim::answer::reasoning_draw;
 use capcard::sim::{RequestId, SimConfig, SimServer, knobs, presets, start};
 use capcard::workload::{CallSpec, Task, TaskSpec};
@@ -491,18 +491,14 @@ async fn over_http(
 
 /// The same call journaled on the engine's own clock.
 fn in_virtual_time(target: &VirtualTarget, source: Arc<OneCall>) -> RequestRecord {
-    let run = RunPlan {
-        id: "answers--one--c0001".into(),
-        target: "answers".into(),
-        workload: "one".into(),
-        mode: Mode::Closed,
-        load: Load::Concurrency { concurrency: 1 },
-        warmup: Duration::ZERO,
-        stop: capcard::config::StopRule::Requests(1),
-        seed: 1,
-        repetition: 1,
-        mix: None,
-    };
+    let run = RunPlan::new(
+        "answers",
+        "one",
+        Load::Concurrency { concurrency: 1 },
+        Duration::ZERO,
+        capcard::config::StopRule::Requests(1),
+        1,
+    );
     let mut records = Vec::new();
     let mut sink = |line: JournalLine| {
         if let JournalLine::Request(r) = line {

@@ -327,40 +327,22 @@ pub mod build {
     use std::time::Duration;
 
     use capcard::config::StopRule;
-    use capcard::exec::record::{Journal, RequestRecord, RunFooter, RunHeader, TokenSource};
+    use capcard::exec::record::{Journal, RequestRecord, RunFooter, RunHeader};
     use capcard::plan::RunPlan;
 
     /// A call of 16 prompt tokens and 4 output tokens that succeeded: its
     /// first token `ttft_ms` after it was sent (at `scheduled_ms`), its last
     /// `service_ms` later, the three gaps between its tokens equal.
     pub fn record(task: u64, scheduled_ms: f64, ttft_ms: f64, service_ms: f64) -> RequestRecord {
-        let e2e = ttft_ms + service_ms;
         RequestRecord {
-            task,
-            call: 0,
-            scheduled_ms,
-            sent_ms: scheduled_ms,
-            schedule_lag_ms: 0.0,
-            completed_ms: scheduled_ms + e2e,
-            ttft_ms: Some(ttft_ms),
-            e2e_ms: Some(e2e),
-            itl_ms: vec![(service_ms / 3.0) as f32; 3],
             prompt_tokens_requested: 16,
             prompt_tokens_reported: Some(16),
-            output_tokens_requested: 4,
-            output_tokens: 4,
-            output_tokens_source: TokenSource::Usage,
-            finish_reason: Some("length".into()),
-            error: None,
-            error_detail: None,
-            http_status: Some(200),
-            reconnects: 0,
-            class: None,
-            retry_after_ms: None,
-            ttfo_ms: None,
-            reasoning_tokens: 0,
-            reasoning_tokens_source: None,
-            tool_calls: 0,
+            ..RequestRecord::succeeded(
+                task,
+                scheduled_ms,
+                ttft_ms,
+                vec![(service_ms / 3.0) as f32; 3],
+            )
         }
     }
 

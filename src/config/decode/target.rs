@@ -79,13 +79,15 @@ impl Decoder {
         let mut once = Once::default();
         let mut engine = OneOf::default();
         let mut kind = None;
-        let mut api = Api::default();
+        // The defaults of every line a block leaves out.
+        let defaults = Target::endpoint("", "");
+        let mut api = defaults.api;
         let (mut model, mut api_key_env, mut hardware, mut runtime, mut cost) =
             (None, None, None, None, None);
-        let mut metrics = MetricsSource::Auto;
+        let mut metrics = defaults.metrics;
         let mut tokenizer = None;
-        let mut timeout = Duration::from_secs(120);
-        let (mut http2, mut force_length) = (false, true);
+        let mut timeout = defaults.timeout;
+        let (mut http2, mut force_length) = (defaults.http2, defaults.force_length);
         let mut headers = Vec::new();
         let mut extra_body = serde_json::Map::new();
         let mut max_context = None;
