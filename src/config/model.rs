@@ -454,6 +454,22 @@ pub enum Sample {
 }
 
 impl Workload {
+    /// Single requests of `input_tokens` prompt and `output_tokens` output
+    /// tokens: a `workload` block with only its two length lines.
+    pub fn new(name: impl Into<String>, input_tokens: Dist, output_tokens: Dist) -> Workload {
+        Workload {
+            name: name.into(),
+            span: None,
+            input_tokens,
+            output_tokens,
+            shared_prefix: None,
+            conversation: None,
+            agent: None,
+            dataset: None,
+            tools: None,
+        }
+    }
+
     /// What one open-loop arrival is: a request, a conversation or an agent task.
     pub fn unit(&self) -> ArrivalUnit {
         if self.agent.is_some() {
@@ -886,3 +902,57 @@ impl SizingTarget {
 // ---------------------------------------------------------------- units
 
 pub use crate::quantity::{Fraction, RatePerS, duration_secs, opt_duration_secs};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The constructors are the blocks with only their required lines, as
+    /// the decoder reads them: one set of defaults.
+    #[test]
+    fn constructors_give_what_minimal_blocks_decode_to() {
+        let text = r#"
+target "e" { endpoint "http://127.0.0.1:8000/v1"; }
+target "s" { sim tiny; }
+workload "w" { input-tokens fixed 100; output-tokens fixed 50; }
+closed { concurrency 1 2; duration "30s"; }
+open { rates 1 2; duration "60s"; }
+"#;
+        let experiment = crate::config::parse(text, std::path::Path::new("x.kdl")).expect("valid");
+        let unspanned = |t: &Target| Target {
+            span: None,
+            ..t.clone()
+        };
+        assert_eq!(
+            unspanned(&experiment.targets[0]),
+            Target::endpoint("e", "http://127.0.0.1:8000/v1")
+        );
+        assert_eq!(unspanned(&experiment.targets[1]), Target::sim("s", "tiny"));
+        assert_eq!(
+            Workload {
+                span: None,
+                ..experiment.workloads[0].clone()
+            },
+            Workload::new("w", Dist::fixed(100.0), Dist::fixed(50.0))
+        );
+        assert_eq!(
+            experiment.closed,
+            Some(ClosedSpec::new(
+                vec![1, 2],
+                StopRule::Duration(Duration::from_secs(30)),
+                Duration::ZERO
+            ))
+        );
+        let rates = RateSelection::Grid {
+            rates: vec![RatePerS(1.0), RatePerS(2.0)],
+        };
+        assert_eq!(
+            experiment.open,
+            Some(OpenSpec::new(
+                rates,
+                StopRule::Duration(Duration::from_secs(60)),
+                Duration::ZERO
+            ))
+        );
+    }
+}

@@ -328,17 +328,7 @@ mod tests {
     }
 
     fn single(input: Dist, output: Dist) -> Workload {
-        Workload {
-            name: "w".into(),
-            span: None,
-            input_tokens: input,
-            output_tokens: output,
-            shared_prefix: None,
-            conversation: None,
-            agent: None,
-            dataset: None,
-            tools: None,
-        }
+        Workload::new("w", input, output)
     }
 
     /// The shipped agentic example's workload.

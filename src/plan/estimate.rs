@@ -321,17 +321,7 @@ mod tests {
     use crate::config::{Agent, Arrival, Conversation, Dist, RatePerS};
 
     fn workload() -> Workload {
-        Workload {
-            name: "w".into(),
-            span: None,
-            input_tokens: Dist::fixed(100.0),
-            output_tokens: Dist::fixed(100.0),
-            shared_prefix: None,
-            conversation: None,
-            agent: None,
-            dataset: None,
-            tools: None,
-        }
+        Workload::new("w", Dist::fixed(100.0), Dist::fixed(100.0))
     }
 
     fn run(load: Load, stop: StopRule) -> RunPlan {

@@ -677,26 +677,20 @@ mod tests {
     }
 
     fn workload(name: &str) -> Workload {
-        Workload {
-            name: name.into(),
-            span: None,
-            input_tokens: Dist {
-                kind: DistKind::LogNormal {
-                    median: 600.0,
-                    sigma: 0.6,
-                },
-                min: Some(16.0),
-                max: Some(8192.0),
+        let input_tokens = Dist {
+            kind: DistKind::LogNormal {
+                median: 600.0,
+                sigma: 0.6,
             },
-            output_tokens: Dist::fixed(200.0),
+            min: Some(16.0),
+            max: Some(8192.0),
+        };
+        Workload {
             shared_prefix: Some(SharedPrefix {
                 tokens: 400,
                 groups: 4,
             }),
-            conversation: None,
-            agent: None,
-            dataset: None,
-            tools: None,
+            ..Workload::new(name, input_tokens, Dist::fixed(200.0))
         }
     }
 

@@ -113,17 +113,7 @@ mod tests {
     use crate::config::{Dist, Workload};
 
     fn workload(name: &str, input: f64) -> Workload {
-        Workload {
-            name: name.into(),
-            span: None,
-            input_tokens: Dist::fixed(input),
-            output_tokens: Dist::fixed(8.0),
-            shared_prefix: None,
-            conversation: None,
-            agent: None,
-            dataset: None,
-            tools: None,
-        }
+        Workload::new(name, Dist::fixed(input), Dist::fixed(8.0))
     }
 
     fn class(name: &str) -> TaskClass {
