@@ -8,6 +8,7 @@ use std::time::Duration;
 use kdl::{KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
+use super::target::sim_variable_knobs;
 use super::values::found;
 use super::{Decoder, Once, children, span_of_name, value_span};
 use crate::config::diag::did_you_mean;
@@ -19,22 +20,6 @@ const VARY_USAGE: &str = "vary \"max-num-seqs\" 64 128 256";
 const SETTINGS_USAGE: &str = "settings { setting max-num-seqs=64 max-batched-tokens=2048; setting max-num-seqs=256 max-batched-tokens=8192 }";
 const TUNE_USAGE: &str =
     "tune slo=\"interactive\" budget=\"2h\"   // or: tune objective=\"cr-closed\" (or \"cost\")";
-/// The knobs of `sim` a setting may vary: those with one plain value.
-pub(super) const SIM_VARIABLE_KNOBS: &[&str] = &[
-    "max-num-seqs",
-    "max-batched-tokens",
-    "kv-cache-tokens",
-    "gpu-memory-utilization",
-    "prefix-caching",
-    "chunked-prefill",
-    "tensor-parallel",
-    "compute-efficiency",
-    "memory-efficiency",
-    "step-overhead",
-    "per-seq-overhead",
-    "tokens-per-event",
-    "replicas",
-];
 
 /// `launch` as read, before its placeholders are filled: every string with
 /// the span it came from, so a placeholder no setting fills is shown.
@@ -673,17 +658,17 @@ impl Decoder {
         match &base.kind {
             TargetKind::Sim { serving, .. } => {
                 let block_knobs = sim_block_knobs(&base);
+                let variable = sim_variable_knobs();
                 for (name, span) in &names {
-                    if !SIM_VARIABLE_KNOBS.contains(&name.as_str()) {
-                        let help = match did_you_mean(name, SIM_VARIABLE_KNOBS) {
+                    if !variable.contains(&name.as_str()) {
+                        let help = match did_you_mean(name, &variable) {
                             Some(near) => format!(
                                 "did you mean `{near}`? a sim target varies its knobs: {}",
-                                SIM_VARIABLE_KNOBS.join(", ")
+                                variable.join(", ")
                             ),
-                            None => format!(
-                                "a sim target varies its knobs: {}",
-                                SIM_VARIABLE_KNOBS.join(", ")
-                            ),
+                            None => {
+                                format!("a sim target varies its knobs: {}", variable.join(", "))
+                            }
                         };
                         self.error(
                             *span,

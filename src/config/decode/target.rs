@@ -65,6 +65,25 @@ const SIM_KNOBS: &[&str] = &[
     "network-overhead",
     "calibrated",
 ];
+/// The knobs of [`SIM_KNOBS`] a setting may not vary: those whose value is
+/// more than one plain value (a distribution, a block) or that choose how
+/// the engine is run rather than how it serves.
+const SIM_FIXED_KNOBS: &[&str] = &[
+    "reasoning-tokens",
+    "virtual",
+    "network-overhead",
+    "calibrated",
+];
+
+/// The knobs of `sim` a setting may vary (`vary`, `settings`), in the
+/// order of [`SimServing`]'s fields.
+pub(super) fn sim_variable_knobs() -> Vec<&'static str> {
+    SIM_KNOBS
+        .iter()
+        .copied()
+        .filter(|knob| !SIM_FIXED_KNOBS.contains(knob))
+        .collect()
+}
 
 impl Decoder {
     /// The target, or one target per setting when it varies settings (see
