@@ -634,30 +634,8 @@ pub(crate) fn judge_probe_answer(status: u16, body: &[u8]) -> Result<(), String>
     if !(200..300).contains(&status) {
         return Err(format!("HTTP {}: {}", status_text(status), message()));
     }
-    let mut decoder = SseDecoder::new();
-    decoder.push(body);
     let mut observer = StreamObserver::new();
-    let mut end = StreamEnd::Eof;
-    let mut events = Vec::new();
-    while let Some(event) = decoder.next_event() {
-        events.push(event);
-    }
-    while let Some(event) = decoder.finish() {
-        events.push(event);
-    }
-    for event in &events {
-        match observer.on_event(event, 0.0) {
-            EventVerdict::Continue => {}
-            EventVerdict::Done => {
-                end = StreamEnd::Done;
-                break;
-            }
-            EventVerdict::Fail(class, detail) => {
-                end = StreamEnd::Failed(class, detail);
-                break;
-            }
-        }
-    }
+    let end = observer.read_all(body);
     let id = CallId {
         task: 0,
         call: 0,

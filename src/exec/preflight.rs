@@ -38,9 +38,7 @@ use super::Endpoint;
 use super::record::{Dialect, ErrorClass, TokenSource};
 use super::request::{BodyOptions, LengthField};
 use super::sse::SseDecoder;
-use super::stream::{
-    EventVerdict, StreamEnd, StreamObserver, error_message, http_error_class, truncate_detail,
-};
+use super::stream::{StreamEnd, StreamObserver, error_message, http_error_class, truncate_detail};
 use crate::config::Api;
 
 /// The most calls one preflight sends: the first, one per dialect it can
@@ -601,31 +599,9 @@ fn names_word(text: &str, word: &str) -> bool {
 
 /// The stream of a 2xx answer, read as a run reads it.
 fn read_stream(body: &[u8], wire: super::stream::Wire) -> (StreamObserver, StreamEnd) {
-    let mut decoder = SseDecoder::new();
-    decoder.push(body);
     let mut observer = StreamObserver::for_wire(wire);
     observer.on_bytes(body.len());
-    let mut events = Vec::new();
-    while let Some(event) = decoder.next_event() {
-        events.push(event);
-    }
-    while let Some(event) = decoder.finish() {
-        events.push(event);
-    }
-    let mut end = StreamEnd::Eof;
-    for event in &events {
-        match observer.on_event(event, 0.0) {
-            EventVerdict::Continue => {}
-            EventVerdict::Done => {
-                end = StreamEnd::Done;
-                break;
-            }
-            EventVerdict::Fail(class, detail) => {
-                end = StreamEnd::Failed(class, detail);
-                break;
-            }
-        }
-    }
+    let end = observer.read_all(body);
     match observer.conclude(end.clone()) {
         // An empty output is judged above; a broken stream is a failure.
         Some((ErrorClass::EmptyOutput, _)) | None => (observer, end),

@@ -539,6 +539,29 @@ impl StreamObserver {
     }
 
     /// One event that arrived at `at_ms`.
+    /// Read a whole SSE body already in memory (a probe's answer, not a
+    /// timed call: every event at 0 ms), up to its `[DONE]` or its first
+    /// failure: how the stream ended.
+    pub fn read_all(&mut self, body: &[u8]) -> StreamEnd {
+        let mut decoder = super::sse::SseDecoder::new();
+        decoder.push(body);
+        let mut events = Vec::new();
+        while let Some(event) = decoder.next_event() {
+            events.push(event);
+        }
+        while let Some(event) = decoder.finish() {
+            events.push(event);
+        }
+        for event in &events {
+            match self.on_event(event, 0.0) {
+                EventVerdict::Continue => {}
+                EventVerdict::Done => return StreamEnd::Done,
+                EventVerdict::Fail(class, detail) => return StreamEnd::Failed(class, detail),
+            }
+        }
+        StreamEnd::Eof
+    }
+
     pub fn on_event(&mut self, event: &SseEvent, at_ms: f64) -> EventVerdict {
         self.events += 1;
         let data = event.data.trim();
