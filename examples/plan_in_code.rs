@@ -23,14 +23,7 @@ fn main() -> miette::Result<()> {
         workloads: vec![Workload {
             name: "chat".into(),
             span: None,
-            input_tokens: Dist {
-                kind: DistKind::LogNormal {
-                    median: 600.0,
-                    sigma: 0.6,
-                },
-                min: Some(16.0),
-                max: Some(8192.0),
-            },
+            input_tokens: Dist::lognormal(600.0, 0.6, 16.0, 8192.0),
             output_tokens: Dist {
                 kind: DistKind::Normal {
                     mean: 220.0,

@@ -59,6 +59,16 @@ impl Dist {
         }
     }
 
+    /// `lognormal median= sigma= min= max=`: the usual law of prompt and
+    /// output lengths, clamped to `[min, max]`.
+    pub fn lognormal(median: f64, sigma: f64, min: f64, max: f64) -> Self {
+        Dist {
+            kind: DistKind::LogNormal { median, sigma },
+            min: Some(min),
+            max: Some(max),
+        }
+    }
+
     /// The distribution of a token count as a file writes it after the
     /// node's name, clamps included (`lognormal median=200 sigma=0.5
     /// max=2000`), so that the decoder reads it back as it is. For cards.

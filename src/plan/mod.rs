@@ -677,14 +677,7 @@ mod tests {
     }
 
     fn workload(name: &str) -> Workload {
-        let input_tokens = Dist {
-            kind: DistKind::LogNormal {
-                median: 600.0,
-                sigma: 0.6,
-            },
-            min: Some(16.0),
-            max: Some(8192.0),
-        };
+        let input_tokens = Dist::lognormal(600.0, 0.6, 16.0, 8192.0);
         Workload {
             shared_prefix: Some(SharedPrefix {
                 tokens: 400,

@@ -288,14 +288,7 @@ mod tests {
     }
 
     fn lognormal_input() -> Dist {
-        Dist {
-            kind: DistKind::LogNormal {
-                median: 600.0,
-                sigma: 0.6,
-            },
-            min: Some(16.0),
-            max: Some(8192.0),
-        }
+        Dist::lognormal(600.0, 0.6, 16.0, 8192.0)
     }
 
     #[test]
