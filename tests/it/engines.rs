@@ -129,12 +129,7 @@ open {
 "#,
     );
     let out = tmp.path().join("out");
-    let output = capcard()
-        .args(["run", "--quiet", "--out"])
-        .arg(&out)
-        .arg(&file)
-        .output()
-        .unwrap();
+    let output = crate::support::run(&file, &out, &[]);
     let stderr = String::from_utf8_lossy(&output.stderr)
         .replace('│', " ")
         .split_whitespace()

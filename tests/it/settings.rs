@@ -173,12 +173,7 @@ fn a_server_that_fails_or_dies_is_marked_and_the_sweep_goes_on() {
     );
     let (tmp, file) = experiment_file("dies.kdl", &text);
     let out = tmp.path().join("out");
-    let run = capcard()
-        .args(["run", "--quiet", "--out"])
-        .arg(&out)
-        .arg(&file)
-        .output()
-        .unwrap();
+    let run = crate::support::run(&file, &out, &[]);
     let log = String::from_utf8_lossy(&run.stderr);
     // Exit 4 (a run invalid) when the death fell early in a run: its calls
     // are refused at once, faster than the runner hears of the death, and

@@ -35,17 +35,22 @@ pub fn experiment_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
-/// `capcard run --quiet ARGS --out OUT FILE`, which must exit 0: its log
-/// (stderr). `&["--virtual"]` runs on the engine's own clock.
-pub fn run_ok(file: &Path, out: &Path, args: &[&str]) -> String {
-    let output = capcard()
+/// `capcard run --quiet ARGS --out OUT FILE`, however it ends.
+pub fn run(file: &Path, out: &Path, args: &[&str]) -> std::process::Output {
+    capcard()
         .args(["run", "--quiet"])
         .args(args)
         .arg("--out")
         .arg(out)
         .arg(file)
         .output()
-        .expect("capcard runs");
+        .expect("capcard runs")
+}
+
+/// [`run`], which must exit 0: its log (stderr). `&["--virtual"]` runs on
+/// the engine's own clock.
+pub fn run_ok(file: &Path, out: &Path, args: &[&str]) -> String {
+    let output = run(file, out, args);
     let log = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
