@@ -25,12 +25,17 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The FNV-1a 64 hash of no bytes, where [`fnv1a_step`] starts.
+pub const FNV1A_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// One byte into an FNV-1a 64 hash: `hash_str(s)` is every byte of `s`
+/// folded in from [`FNV1A_START`]. Apart, so that a scan hashes as it goes.
+#[inline]
+pub fn fnv1a_step(h: u64, byte: u8) -> u64 {
+    (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+}
+
 /// Stable hash of a string (FNV-1a 64), for deriving per-workload seeds.
 pub fn hash_str(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    s.bytes().fold(FNV1A_START, fnv1a_step)
 }

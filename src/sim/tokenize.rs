@@ -16,7 +16,7 @@
 //!   a leading space, so output text re-tokenizes to the same count and one
 //!   streamed chunk carries exactly one token.
 
-use crate::hash::hash_str;
+use crate::hash::{FNV1A_START, fnv1a_step, hash_str};
 
 /// Token ids of `text`, one per whitespace-separated word.
 pub fn tokenize(text: &str, vocab: u32) -> Vec<u32> {
@@ -27,31 +27,38 @@ pub fn tokenize(text: &str, vocab: u32) -> Vec<u32> {
 
 /// Appends the tokens of `text` to `out`.
 ///
-/// ASCII text (every synthetic prompt) is split on its bytes: the same
-/// words as `split_whitespace` (whose ASCII whitespace is these six bytes),
-/// several times faster on the long prompts of agents, and most of a
-/// virtual-time run is spent here.
+/// ASCII text (every synthetic prompt) is split on its bytes and each
+/// word hashed as it is scanned, in one pass: the same words as
+/// `split_whitespace` (whose ASCII whitespace is these six bytes) and the
+/// same ids as [`hash_str`], several times faster on the long prompts of
+/// agents. Most of a virtual-time run is spent here.
 pub fn tokenize_into(text: &str, vocab: u32, out: &mut Vec<u32>) {
     let vocab = u64::from(vocab.max(1));
-    let id = |word: &str| (hash_str(word) % vocab) as u32;
     if !text.is_ascii() {
-        out.extend(text.split_whitespace().map(id));
+        out.extend(
+            text.split_whitespace()
+                .map(|word| (hash_str(word) % vocab) as u32),
+        );
         return;
     }
     // Most words are a few letters and a space.
     out.reserve(text.len() / 6);
-    let mut start = None;
-    for (i, byte) in text.bytes().enumerate() {
+    let mut hash = FNV1A_START;
+    let mut in_word = false;
+    for byte in text.bytes() {
         if matches!(byte, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r') {
-            if let Some(from) = start.take() {
-                out.push(id(&text[from..i]));
+            if in_word {
+                out.push((hash % vocab) as u32);
+                hash = FNV1A_START;
+                in_word = false;
             }
-        } else if start.is_none() {
-            start = Some(i);
+        } else {
+            hash = fnv1a_step(hash, byte);
+            in_word = true;
         }
     }
-    if let Some(from) = start {
-        out.push(id(&text[from..]));
+    if in_word {
+        out.push((hash % vocab) as u32);
     }
 }
 
