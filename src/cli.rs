@@ -125,6 +125,11 @@ pub enum Command {
         /// run incomplete; longer for pods that pause (e.g. "60s").
         #[arg(long, value_name = "DURATION", default_value = "15s", requires = "coordinate", value_parser = parse_lost_after)]
         lost_after: std::time::Duration,
+        /// How far ahead of now each run's start is set, for every shard
+        /// to hear of it and get ready: longer when the card says the
+        /// shards started apart, shorter for shards on one host or LAN.
+        #[arg(long, value_name = "DURATION", default_value = "3s", requires = "coordinate", value_parser = parse_start_lead)]
+        start_lead: std::time::Duration,
     },
     /// Merge the results folders of the shards of one run (`capcard run
     /// --shard I/N --start-at T`) into one folder, and render its cards.
@@ -395,13 +400,25 @@ fn parse_quantity(text: &str) -> Result<String, String> {
     crate::k8s::check_quantity(text).map(|()| text.to_string())
 }
 
-/// `--shard I/N`.
+/// `--lost-after`.
 fn parse_lost_after(text: &str) -> Result<std::time::Duration, String> {
     match crate::config::units::parse_duration(text) {
         Ok(d) if d >= crate::shard::coordinator::MIN_LOST_AFTER => Ok(d),
         Ok(_) => Err(format!(
             "at least {} s: a running shard is heard once a second",
             crate::shard::coordinator::MIN_LOST_AFTER.as_secs()
+        )),
+        Err(e) => Err(format!("{}; {}", e.message, e.help)),
+    }
+}
+
+/// `--start-lead`.
+fn parse_start_lead(text: &str) -> Result<std::time::Duration, String> {
+    match crate::config::units::parse_duration(text) {
+        Ok(d) if d >= crate::shard::coordinator::MIN_START_LEAD => Ok(d),
+        Ok(_) => Err(format!(
+            "at least {} ms: a shard measures its clock to the coordinator before each run",
+            crate::shard::coordinator::MIN_START_LEAD.as_millis()
         )),
         Err(e) => Err(format!("{}; {}", e.message, e.help)),
     }

@@ -113,6 +113,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             coordinate,
             listen,
             lost_after,
+            start_lead,
         } => {
             let shard = match (shard, start_at, coordinator, coordinate) {
                 (Some(part), Some(start_at), None, None) => {
@@ -124,7 +125,10 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
                 (None, None, None, Some(count)) => Some(runner::ShardMode::Coordinator {
                     count,
                     listen,
-                    lost_after,
+                    timing: crate::shard::coordinator::Timing {
+                        lost_after,
+                        start_lead,
+                    },
                 }),
                 (Some(_), None, None, _) => {
                     eprintln!(

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -77,11 +76,11 @@ pub enum ShardMode {
         coordinator: String,
     },
     /// `--coordinate N`: plan and judge every run, executed by N shards;
-    /// a shard silent for `lost_after` is lost.
+    /// `timing` says when a shard is lost and how far ahead runs start.
     Coordinator {
         count: u32,
         listen: SocketAddr,
-        lost_after: Duration,
+        timing: crate::shard::coordinator::Timing,
     },
 }
 
@@ -332,10 +331,10 @@ pub async fn run(
         Some(ShardMode::Coordinator {
             count,
             listen,
-            lost_after,
+            timing,
         }) => {
             let coordinator = shards::start_coordinator(
-                (*count, *listen, *lost_after),
+                (*count, *listen, *timing),
                 &source,
                 content_nonce,
                 &folder,

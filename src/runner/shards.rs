@@ -17,7 +17,7 @@ use crate::exec::{self, RunOptions, ShardClock, ShardRun, record::Journal};
 use crate::folder::ResultsFolder;
 use crate::plan::shard::{self, ShardPart};
 use crate::plan::{Load, OpenPlan, Plan, RunPlan};
-use crate::shard::coordinator::{Assignment, Coordinator, Join};
+use crate::shard::coordinator::{Assignment, Coordinator, Join, Timing};
 use crate::shard::worker::CoordinatorClient;
 
 /// How long a shard waits for its coordinator to come up (pods start in
@@ -275,7 +275,7 @@ pub(super) fn timetable_outcome(
 /// `--coordinate N`: listen, and wait until the N shards have joined.
 /// `None`: interrupted while waiting.
 pub(super) async fn start_coordinator(
-    (count, listen, lost_after): (u32, std::net::SocketAddr, Duration),
+    (count, listen, timing): (u32, std::net::SocketAddr, Timing),
     source: &str,
     content_nonce: u64,
     folder: &ResultsFolder,
@@ -285,7 +285,7 @@ pub(super) async fn start_coordinator(
     let coordinator = Coordinator::start(
         listen,
         count,
-        lost_after,
+        timing,
         crate::hash::hash_str(source),
         content_nonce,
         &folder.dir.join("shards"),

@@ -60,12 +60,34 @@ pub const LOST_AFTER: Duration = Duration::from_secs(15);
 /// The shortest `--lost-after`: a running shard is heard every
 /// [`HEARTBEAT`], and one late heartbeat is not a lost shard.
 pub const MIN_LOST_AFTER: Duration = Duration::from_secs(3);
-/// How far ahead of now a run's start instant is set: long enough for
-/// every shard's long poll to return and its first bodies to be rendered.
+/// How far ahead of now a run's start instant is set, unless
+/// `--start-lead` says otherwise: long enough for every shard's long poll
+/// to return, its clock to be measured and its first bodies rendered.
 pub const START_LEAD: Duration = Duration::from_secs(3);
+/// The shortest `--start-lead`: a shard measures its clock offset (16
+/// round trips) between hearing of a run and starting it.
+pub const MIN_START_LEAD: Duration = Duration::from_millis(500);
 /// After a cancel, how long the coordinator waits for the shards'
 /// interrupted journals.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// The coordinator's two waits that depend on where the shards run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// A shard silent this long is lost (`--lost-after`).
+    pub lost_after: Duration,
+    /// How far ahead of now each run's start is set (`--start-lead`).
+    pub start_lead: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            lost_after: LOST_AFTER,
+            start_lead: START_LEAD,
+        }
+    }
+}
 
 /// A shard introducing itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -161,7 +183,7 @@ struct Shared {
     inner: Mutex<Inner>,
     changed: Notify,
     shards_dir: PathBuf,
-    lost_after: Duration,
+    timing: Timing,
 }
 
 impl Shared {
@@ -195,11 +217,11 @@ pub struct Coordinator {
 impl Coordinator {
     /// Listen on `addr` for `count` shards of the experiment whose text
     /// hashes to `experiment_hash`; journals go under `shards_dir`; a
-    /// shard silent for `lost_after` is lost.
+    /// shard silent for `timing.lost_after` is lost.
     pub async fn start(
         addr: SocketAddr,
         count: u32,
-        lost_after: Duration,
+        timing: Timing,
         experiment_hash: u64,
         content_nonce: u64,
         shards_dir: &Path,
@@ -222,7 +244,7 @@ impl Coordinator {
             }),
             changed: Notify::new(),
             shards_dir: shards_dir.to_path_buf(),
-            lost_after,
+            timing,
         });
         let app = axum::Router::new()
             .route("/v1/clock", get(clock))
@@ -274,10 +296,10 @@ impl Coordinator {
         }
     }
 
-    /// Hand `run` to the shards, starting at now + [`START_LEAD`]; returns
+    /// Hand `run` to the shards, starting at now + the start lead; returns
     /// its sequence number and start instant (coordinator clock).
     pub fn publish(&self, run: &RunPlan, prefix_cache_reset: Option<String>) -> (u64, SystemTime) {
-        let start_at = SystemTime::now() + START_LEAD;
+        let start_at = SystemTime::now() + self.shared.timing.start_lead;
         let mut inner = self.shared.lock();
         let seq = inner.current.seq + 1;
         let now = Instant::now();
@@ -316,7 +338,7 @@ impl Coordinator {
                     return Collected {
                         parts: Vec::new(),
                         missing: (0..inner.count).collect(),
-                        lost_after: self.shared.lost_after,
+                        lost_after: self.shared.timing.lost_after,
                     };
                 }
                 if cancel.is_cancelled() && !inner.current.cancelled {
@@ -328,10 +350,9 @@ impl Coordinator {
                     .filter(|i| {
                         !inner.current.received.contains(i)
                             && !inner.current.uploading.contains(i)
-                            && inner
-                                .last_seen
-                                .get(i)
-                                .is_none_or(|t| now.duration_since(*t) > self.shared.lost_after)
+                            && inner.last_seen.get(i).is_none_or(|t| {
+                                now.duration_since(*t) > self.shared.timing.lost_after
+                            })
                     })
                     .collect();
                 (
@@ -354,7 +375,7 @@ impl Coordinator {
                 return Collected {
                     parts,
                     missing,
-                    lost_after: self.shared.lost_after,
+                    lost_after: self.shared.timing.lost_after,
                 };
             }
             tokio::select! {
