@@ -402,23 +402,33 @@ fn parse_quantity(text: &str) -> Result<String, String> {
 
 /// `--lost-after`.
 fn parse_lost_after(text: &str) -> Result<std::time::Duration, String> {
-    match crate::config::units::parse_duration(text) {
-        Ok(d) if d >= crate::shard::coordinator::MIN_LOST_AFTER => Ok(d),
-        Ok(_) => Err(format!(
-            "at least {} s: a running shard is heard once a second",
-            crate::shard::coordinator::MIN_LOST_AFTER.as_secs()
-        )),
-        Err(e) => Err(format!("{}; {}", e.message, e.help)),
-    }
+    duration_at_least(
+        text,
+        crate::shard::coordinator::MIN_LOST_AFTER,
+        "a running shard is heard once a second",
+    )
 }
 
 /// `--start-lead`.
 fn parse_start_lead(text: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(
+        text,
+        crate::shard::coordinator::MIN_START_LEAD,
+        "a shard measures its clock to the coordinator before each run",
+    )
+}
+
+/// A duration flag with a floor, and why the floor is there.
+fn duration_at_least(
+    text: &str,
+    min: std::time::Duration,
+    why: &str,
+) -> Result<std::time::Duration, String> {
     match crate::config::units::parse_duration(text) {
-        Ok(d) if d >= crate::shard::coordinator::MIN_START_LEAD => Ok(d),
+        Ok(d) if d >= min => Ok(d),
         Ok(_) => Err(format!(
-            "at least {} ms: a shard measures its clock to the coordinator before each run",
-            crate::shard::coordinator::MIN_START_LEAD.as_millis()
+            "at least {}: {why}",
+            crate::format::duration_secs(min.as_secs_f64())
         )),
         Err(e) => Err(format!("{}; {}", e.message, e.help)),
     }
