@@ -493,3 +493,23 @@ pub enum OnlyMode {
     Closed,
     Open,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::coordinator::{LOST_AFTER, START_LEAD};
+
+    #[test]
+    fn the_coordinators_flag_defaults_are_its_constants() {
+        let cli = Cli::try_parse_from(["capcard", "run", "x.kdl", "--coordinate", "2"]).unwrap();
+        let Command::Run {
+            lost_after,
+            start_lead,
+            ..
+        } = cli.command
+        else {
+            panic!("a run");
+        };
+        assert_eq!((lost_after, start_lead), (LOST_AFTER, START_LEAD));
+    }
+}

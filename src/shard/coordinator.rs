@@ -80,15 +80,6 @@ pub struct Timing {
     pub start_lead: Duration,
 }
 
-impl Default for Timing {
-    fn default() -> Self {
-        Timing {
-            lost_after: LOST_AFTER,
-            start_lead: START_LEAD,
-        }
-    }
-}
-
 /// A shard introducing itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Join {
