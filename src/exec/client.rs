@@ -277,11 +277,7 @@ async fn stream_call(
             .and_then(|v| error_message(&v))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         let detail = truncate_detail(&format!("HTTP {}: {message}", status_text(status)));
-        let class = super::stream::http_error_class(
-            status,
-            &String::from_utf8_lossy(&body),
-            progress.retry_after.is_some(),
-        );
+        let class = super::stream::http_error_class(status, &String::from_utf8_lossy(&body));
         return (StreamEnd::Failed(class, detail), Instant::now(), None);
     }
     let mut decoder = SseDecoder::new();
@@ -338,6 +334,8 @@ async fn stream_call(
 /// `429 Too Many Requests`.
 fn status_text(status: u16) -> String {
     match http::StatusCode::from_u16(status) {
+        // Not in the registry: Anthropic's (and Cloudflare's) overload.
+        _ if status == 529 => "529 Overloaded".to_string(),
         Ok(code) => code.to_string(),
         Err(_) => status.to_string(),
     }

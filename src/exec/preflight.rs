@@ -19,8 +19,10 @@
 //!   `extra-body` → remove it; `temperature` → `extra-body { temperature 1 }`;
 //!   a model the server does not know → the names it lists, with the
 //!   closest; credentials → `api-key-env`.
-//! - **Retried**: a quota (429, honouring `Retry-After` up to its cap) or a
-//!   server error, a few times, then refused.
+//! - **Retried**: a quota (429, honouring `Retry-After` up to its cap), an
+//!   overloaded server (503, 529, honouring `Retry-After` alike: it is busy
+//!   with other traffic, or still loading) or a server error, a few times,
+//!   then refused with the server's words.
 //!
 //! Which fields a refusal names is read from its words
 //! ([`refused_fields`]), because servers word it differently: OpenAI
@@ -42,10 +44,10 @@ use super::stream::{StreamEnd, StreamObserver, error_message, http_error_class, 
 use crate::config::Api;
 
 /// The most calls one preflight sends: the first, one per dialect it can
-/// settle (length field, usage), and a few retries of a quota or a
-/// server error.
+/// settle (length field, usage), and a few retries of a quota, an
+/// overload or a server error.
 pub const MAX_CALLS: u32 = 6;
-/// Retries of a 429 or a 5xx before the preflight gives up.
+/// Retries of a 429, a 503/529 or a 5xx before the preflight gives up.
 const MAX_RETRIES: u32 = 2;
 /// The preflight stops reading an answer once it has this many times the
 /// planned output (plus some): a server that ignores the length field
@@ -103,6 +105,8 @@ pub enum RefusalKind {
     Model,
     Credentials,
     Quota,
+    /// The server refused the call as overloaded (503, 529): busy.
+    Overloaded,
     /// A server error, a cut stream, no answer.
     Server,
     /// Words that name none of capcard's fields.
@@ -127,7 +131,7 @@ pub enum Judgement {
     Accepted(Accepted),
     /// Send again with this change; the sentence says why (with the quote).
     Settle(Change, String),
-    /// Send again after this wait (quota, server error).
+    /// Send again after this wait (quota, overload, server error).
     Retry(Duration, String),
     Refused(Refusal),
 }
@@ -181,6 +185,15 @@ pub fn judge(answer: &Answer, cx: &Context<'_>) -> Judgement {
                     format!("HTTP 200 with an error event: \"{message}\""),
                     format!("target `{}` refuses calls for a quota", cx.target),
                     "wait for the quota to reset, or ask the provider for a higher limit".into(),
+                );
+            }
+            if *class == ErrorClass::Overloaded {
+                return retry_or_refuse(
+                    cx,
+                    (RefusalKind::Overloaded, Duration::from_secs(1)),
+                    format!("HTTP 200 with an error event: \"{message}\""),
+                    overloaded_conclusion(cx),
+                    OVERLOADED_HELP.into(),
                 );
             }
             return judge_words(
@@ -286,6 +299,20 @@ fn retry_or_refuse(
     })
 }
 
+/// What the preflight concludes when the server refused its call as
+/// overloaded, after its retries.
+fn overloaded_conclusion(cx: &Context<'_>) -> String {
+    format!(
+        "target `{}` refuses calls as overloaded before anything is measured: it is busy \
+         (other traffic on it, or still starting or loading a model), so a run now would \
+         measure that load, not the replica's capacity",
+        cx.target
+    )
+}
+
+const OVERLOADED_HELP: &str = "wait until the server is ready and serves no other traffic, \
+     then run again; nothing was measured";
+
 /// A non-2xx answer.
 fn judge_refusal(answer: &Answer, cx: &Context<'_>) -> Judgement {
     let text = String::from_utf8_lossy(&answer.body);
@@ -299,7 +326,7 @@ fn judge_refusal(answer: &Answer, cx: &Context<'_>) -> Judgement {
         status_text(status),
         truncate_detail(&message)
     );
-    let class = http_error_class(status, &text, answer.retry_after.is_some());
+    let class = http_error_class(status, &text);
     match class {
         ErrorClass::RateLimited => {
             let wait = answer.retry_after.unwrap_or(Duration::from_secs(1));
@@ -315,6 +342,16 @@ fn judge_refusal(answer: &Answer, cx: &Context<'_>) -> Judgement {
                 "wait for the quota to reset, ask the provider for a higher limit, or lower \
                  the load; capcard honours Retry-After in closed loop"
                     .into(),
+            );
+        }
+        ErrorClass::Overloaded => {
+            let wait = answer.retry_after.unwrap_or(Duration::from_secs(1));
+            return retry_or_refuse(
+                cx,
+                (RefusalKind::Overloaded, wait),
+                quote.clone(),
+                overloaded_conclusion(cx),
+                OVERLOADED_HELP.into(),
             );
         }
         ErrorClass::ContextLength => {
@@ -611,6 +648,8 @@ fn read_stream(body: &[u8], wire: super::stream::Wire) -> (StreamObserver, Strea
 
 fn status_text(status: u16) -> String {
     match http::StatusCode::from_u16(status) {
+        // Not in the registry: Anthropic's (and Cloudflare's) overload.
+        _ if status == 529 => "529 Overloaded".to_string(),
         Ok(code) => code.to_string(),
         Err(_) => status.to_string(),
     }
@@ -1061,6 +1100,81 @@ mod tests {
         assert!(matches!(
             judge(&refusal(401, r#"{"error":{"message":"Incorrect API key provided"}}"#), &cx(&options, &[])),
             Judgement::Refused(Refusal { conclusion, .. }) if conclusion.contains("credentials")
+        ));
+    }
+
+    #[test]
+    fn an_overloaded_server_is_waited_for_then_quoted() {
+        let options = BodyOptions::default();
+        // A 503 that says when: waited for, as a quota's would be.
+        let mut busy = refusal(
+            503,
+            r#"{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}"#,
+        );
+        busy.retry_after = Some(Duration::from_secs(4));
+        assert_eq!(
+            judge(&busy, &cx(&options, &[])),
+            Judgement::Retry(
+                Duration::from_secs(4),
+                "HTTP 503 Service Unavailable: \"The server is overloaded or not ready yet.\""
+                    .into()
+            )
+        );
+        // A 529 without: a second.
+        let anthropic = refusal(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(
+            judge(&anthropic, &cx(&options, &[])),
+            Judgement::Retry(
+                Duration::from_secs(1),
+                "HTTP 529 Overloaded: \"Overloaded\"".into()
+            )
+        );
+        // Retries spent: refused, the server's words quoted, never a quota.
+        let spent = Context {
+            retries: MAX_RETRIES,
+            ..cx(&options, &[])
+        };
+        match judge(&busy, &spent) {
+            Judgement::Refused(r) => {
+                assert_eq!(r.kind, RefusalKind::Overloaded);
+                assert!(r.quote.contains("overloaded or not ready"), "{}", r.quote);
+                assert!(r.conclusion.contains("as overloaded"), "{}", r.conclusion);
+                assert!(!r.conclusion.contains("quota"), "{}", r.conclusion);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A 503 that names a quota is one.
+        let quota = refusal(
+            503,
+            r#"{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}"#,
+        );
+        match judge(&quota, &spent) {
+            Judgement::Refused(r) => assert_eq!(r.kind, RefusalKind::Quota),
+            other => panic!("{other:?}"),
+        }
+        // An overload inside a 200 stream: retried, then refused alike.
+        let mut event = stream(0, false);
+        event.body = br#"event: error
+data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+
+"#
+        .to_vec();
+        assert_eq!(
+            judge(&event, &cx(&options, &[])),
+            Judgement::Retry(
+                Duration::from_secs(1),
+                "HTTP 200 with an error event: \"Overloaded\"".into()
+            )
+        );
+        assert!(matches!(
+            judge(&event, &spent),
+            Judgement::Refused(Refusal {
+                kind: RefusalKind::Overloaded,
+                ..
+            })
         ));
     }
 

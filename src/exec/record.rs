@@ -182,7 +182,7 @@ pub struct RequestRecord {
     /// The mix class of the call's task; `None` outside a mix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
-    /// A refusal's `Retry-After` (HTTP 429, or 503 from a gateway), in ms:
+    /// A refusal's `Retry-After` (HTTP 429, 503, 529), in ms:
     /// what the server asked the client to wait before its next call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<f64>,
@@ -327,10 +327,19 @@ pub enum ErrorClass {
     Timeout,
     /// Non-2xx HTTP status.
     HttpStatus,
-    /// The server refused the call for a quota (HTTP 429; a 503 with
-    /// `Retry-After`; an error `code`/`type` of `rate_limit_exceeded`): the
-    /// provider's limit, not the replica's capacity.
+    /// The server refused the call for a quota (HTTP 429; an error
+    /// `code`/`type` that names a rate limit, such as `rate_limit_exceeded`,
+    /// whatever the status): the provider's limit, not the replica's
+    /// capacity.
     RateLimited,
+    /// The server refused the call as overloaded (HTTP 503 or 529; an error
+    /// `code`/`type` that names an overload, such as Anthropic's
+    /// `overloaded_error` or TGI's `overloaded` with its 429; an error event
+    /// that says so mid-stream): the replica failed under load. A failure
+    /// like any other, beyond every latency bound; not a quota. Not to be
+    /// confused with an overloaded *run* (`RunState::Overloaded`), a run
+    /// that could not keep up with its arrivals.
+    Overloaded,
     /// The server refused the call because its prompt plus the output asked
     /// for exceed the model's context window (vLLM's "maximum context
     /// length", llama.cpp's `exceed_context_size_error`, ...). A mismatch of
@@ -357,6 +366,7 @@ impl ErrorClass {
             ErrorClass::Timeout => "timeout",
             ErrorClass::HttpStatus => "http-status",
             ErrorClass::RateLimited => "rate-limited",
+            ErrorClass::Overloaded => "overloaded",
             ErrorClass::ContextLength => "context-length",
             ErrorClass::BrokenStream => "broken-stream",
             ErrorClass::MalformedEvent => "malformed-event",

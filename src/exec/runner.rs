@@ -41,6 +41,29 @@ const INFLIGHT_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
 /// server named no `Retry-After`, so a quota is not hammered blind.
 pub const RATE_LIMIT_DEFAULT_WAIT: Duration = Duration::from_secs(1);
 
+/// How long a call's slot waits before its next call (pure). Open loop:
+/// never, the schedule is not held back by any failure, a 429 or a 503
+/// alike. Closed loop: after a `rate-limited` call, the server's
+/// `Retry-After` (capped when it was read) or [`RATE_LIMIT_DEFAULT_WAIT`],
+/// so a quota is not hammered blind; after an `overloaded` call, the
+/// server's `Retry-After` if it named one (a 503 with one read as a quota
+/// before it had a class of its own, and waited), else no wait: the
+/// replica refused under load and the slot's next call measures it again,
+/// as after any other failure.
+pub(crate) fn backoff_after(closed: bool, record: &RequestRecord) -> Option<Duration> {
+    if !closed {
+        return None;
+    }
+    let asked = record
+        .retry_after_ms
+        .map(|ms| Duration::from_secs_f64(ms / 1e3));
+    match record.error {
+        Some(ErrorClass::RateLimited) => Some(asked.unwrap_or(RATE_LIMIT_DEFAULT_WAIT)),
+        Some(ErrorClass::Overloaded) => asked,
+        _ => None,
+    }
+}
+
 /// The early-stop rule ([`EarlyStop::RULE`]) over a run's first completed
 /// calls (pure): once [`EarlyStop::CALLS`] calls have completed, the run
 /// stops if every one of them failed with the same class and status.
@@ -127,8 +150,9 @@ struct CallOutcome {
     rejected_for_context: bool,
     scheduled: Instant,
     completed: Instant,
-    /// Closed loop, a `rate-limited` call: how long its slot waits before
-    /// its next call (`Retry-After`, capped; else the default wait).
+    /// Closed loop, a `rate-limited` call (`Retry-After`, capped; else the
+    /// default wait) or an `overloaded` one with a `Retry-After`: how long
+    /// its slot waits before its next call ([`backoff_after`]).
     backoff: Option<Duration>,
 }
 
@@ -235,16 +259,9 @@ impl Ctx {
         self.watch_fail_fast(&sent.record, sent.completed);
         let ok = sent.record.is_ok();
         let rejected_for_context = sent.record.is_context_rejection();
-        // Open loop: the schedule is never held back, a 429 is a failed
-        // call like any other.
-        let backoff =
-            (self.closed && sent.record.error == Some(ErrorClass::RateLimited)).then(|| {
-                sent.record
-                    .retry_after_ms
-                    .map_or(RATE_LIMIT_DEFAULT_WAIT, |ms| {
-                        Duration::from_secs_f64(ms / 1e3)
-                    })
-            });
+        // Open loop: the schedule is never held back, a 429 or a 503 is a
+        // failed call like any other.
+        let backoff = backoff_after(self.closed, &sent.record);
         self.emit(JournalLine::Request(sent.record));
         Some(CallOutcome {
             ok,
@@ -279,7 +296,7 @@ impl Ctx {
         }
     }
 
-    /// A closed-loop slot's wait after a rate-limited call, cut short when
+    /// A closed-loop slot's wait after a refused call, cut short when
     /// the run stops starting.
     async fn back_off(&self, wait: Duration) {
         tokio::select! {
@@ -292,7 +309,8 @@ impl Ctx {
     /// Run a whole task whose first call is scheduled at `start` (closed
     /// loop: `start` is now, and the first call is sent without delay).
     /// Returns how long the slot must wait before its next task: a closed
-    /// loop's last call was refused for a quota.
+    /// loop's last call was refused for a quota, or as overloaded with a
+    /// `Retry-After` ([`backoff_after`]).
     async fn run_task(
         self: &Arc<Self>,
         task: Task,
@@ -310,7 +328,7 @@ impl Ctx {
         let mut last_end = start;
         // The first call's scheduled instant (closed loop: its send).
         let mut task_start = start;
-        // Closed loop: the last call's quota wait, honoured before the next.
+        // Closed loop: the last call's refusal wait, honoured before the next.
         let mut backoff: Option<Duration> = None;
         match &task.spec {
             TaskSpec::Single(call) => {
@@ -847,5 +865,62 @@ pub(crate) async fn run(
             path: journal_path.to_path_buf(),
             source: std::io::Error::other(e),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(class: ErrorClass, status: u16, retry_after_ms: Option<f64>) -> RequestRecord {
+        RequestRecord {
+            error: Some(class),
+            http_status: Some(status),
+            retry_after_ms,
+            ..RequestRecord::succeeded(0, 0.0, 1.0, Vec::new())
+        }
+    }
+
+    #[test]
+    fn open_loop_arrivals_wait_for_no_refusal() {
+        for record in [
+            refused(ErrorClass::Overloaded, 503, Some(5_000.0)),
+            refused(ErrorClass::Overloaded, 529, None),
+            refused(ErrorClass::RateLimited, 429, Some(5_000.0)),
+            refused(ErrorClass::RateLimited, 429, None),
+        ] {
+            assert_eq!(backoff_after(false, &record), None, "{record:?}");
+        }
+    }
+
+    #[test]
+    fn closed_loop_waits_for_a_quota_and_an_overload_that_says_when() {
+        // A quota: the server's wait, else the default.
+        assert_eq!(
+            backoff_after(true, &refused(ErrorClass::RateLimited, 429, Some(2_500.0))),
+            Some(Duration::from_millis(2_500))
+        );
+        assert_eq!(
+            backoff_after(true, &refused(ErrorClass::RateLimited, 429, None)),
+            Some(RATE_LIMIT_DEFAULT_WAIT)
+        );
+        // An overload: the server's wait if it named one, else none.
+        assert_eq!(
+            backoff_after(true, &refused(ErrorClass::Overloaded, 503, Some(3_000.0))),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            backoff_after(true, &refused(ErrorClass::Overloaded, 529, None)),
+            None
+        );
+        // Any other failure, or a success: none.
+        assert_eq!(
+            backoff_after(true, &refused(ErrorClass::HttpStatus, 500, Some(1_000.0))),
+            None
+        );
+        assert_eq!(
+            backoff_after(true, &RequestRecord::succeeded(0, 0.0, 1.0, Vec::new())),
+            None
+        );
     }
 }

@@ -300,25 +300,47 @@ pub fn says_context_overflow(text: &str) -> bool {
 }
 
 /// The class of an error event inside a stream: some servers refuse an
-/// oversized prompt, or a call over quota, in the stream itself.
+/// oversized prompt, a call over quota, or a call they are too busy for, in
+/// the stream itself. A quota is named in the error's fields (or its `code`
+/// is 429); an overload in its fields, its `code` (503, 529), or its words
+/// (TGI's event is `{"error":"Model is overloaded","error_type":"overloaded"}`,
+/// and only the words reach here).
 fn error_event_class(error: &serde_json::Value) -> ErrorClass {
+    let code = error.get("code").and_then(|c| {
+        c.as_u64()
+            .or_else(|| c.as_str().and_then(|s| s.trim().parse().ok()))
+    });
+    let wrapped = serde_json::json!({ "error": error });
     if says_context_overflow(&error.to_string()) {
         ErrorClass::ContextLength
-    } else if says_rate_limited(&serde_json::json!({ "error": error }).to_string())
-        || error.get("code").and_then(|c| c.as_u64()) == Some(429)
-    {
+    } else if names_a_rate_limit(&wrapped) || code == Some(429) {
         ErrorClass::RateLimited
+    } else if names_an_overload(&wrapped)
+        || matches!(code, Some(503 | 529))
+        || error_message(&wrapped).is_some_and(|m| says_overloaded_in_words(&m))
+    {
+        ErrorClass::Overloaded
     } else {
         ErrorClass::BrokenStream
     }
 }
 
 /// The class of a call the server answered with a non-2xx `status` and
-/// `body`: a context-window refusal (400, 413, 422) is its own class, and
-/// so is a quota's (429; a 503 that says when to retry, as gateways answer
-/// an exhausted quota; an error whose `code` or `type` names a rate limit).
-pub fn http_error_class(status: u16, body: &str, retry_after: bool) -> ErrorClass {
-    if status == 429 || (status == 503 && retry_after) || says_rate_limited(body) {
+/// `body`. Only a quota is `rate-limited`: an error whose `code` or `type`
+/// names a rate limit (whatever the status), or a 429 that names no
+/// overload. A call the server is too busy for is `overloaded`: a 503 or a
+/// 529 (whatever its words, a `Retry-After` or not), or an error whose
+/// `code` or `type` names an overload (Anthropic's `overloaded_error`,
+/// TGI's 429 with `error_type: "overloaded"`, which is its queue full, not
+/// a quota). A context-window refusal (400, 413, 422) is its own class.
+pub fn http_error_class(status: u16, body: &str) -> ErrorClass {
+    let value = serde_json::from_str::<serde_json::Value>(body).ok();
+    let names = |f: fn(&serde_json::Value) -> bool| value.as_ref().is_some_and(f);
+    if names(names_a_rate_limit) {
+        ErrorClass::RateLimited
+    } else if matches!(status, 503 | 529) || names(names_an_overload) {
+        ErrorClass::Overloaded
+    } else if status == 429 {
         ErrorClass::RateLimited
     } else if matches!(status, 400 | 413 | 422) && says_context_overflow(body) {
         ErrorClass::ContextLength
@@ -333,18 +355,47 @@ pub fn http_error_class(status: u16, body: &str, retry_after: bool) -> ErrorClas
 /// LiteLLM (`RateLimitError`) and AWS (`ThrottlingException`) spell it.
 /// The message alone is not read: "rate limit" in free text is too loose.
 pub fn says_rate_limited(body: &str) -> bool {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
-        return false;
-    };
-    let names_a_limit = |v: &serde_json::Value| {
+    serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| names_a_rate_limit(&v))
+}
+
+fn names_a_rate_limit(value: &serde_json::Value) -> bool {
+    names_in_fields(value, |s| {
+        s.contains("rate_limit") || s.contains("ratelimit") || s.contains("throttl")
+    })
+}
+
+/// The fields name an overload, as Anthropic (`overloaded_error`), TGI
+/// (`error_type: "overloaded"`) and gateways (`server_overloaded`) spell it.
+fn names_an_overload(value: &serde_json::Value) -> bool {
+    names_in_fields(value, |s| s.contains("overload"))
+}
+
+/// Whether a field `code`, `type` or `error_type` (at the top or under
+/// `error`) is a string that, lowercased, `names`.
+fn names_in_fields(value: &serde_json::Value, names: impl Fn(&str) -> bool) -> bool {
+    let of = |v: &serde_json::Value| {
         ["code", "type", "error_type"].iter().any(|key| {
-            v.get(key).and_then(|f| f.as_str()).is_some_and(|s| {
-                let s = s.to_ascii_lowercase();
-                s.contains("rate_limit") || s.contains("ratelimit") || s.contains("throttl")
-            })
+            v.get(key)
+                .and_then(|f| f.as_str())
+                .is_some_and(|s| names(&s.to_ascii_lowercase()))
         })
     };
-    names_a_limit(&value) || value.get("error").is_some_and(names_a_limit)
+    of(value) || value.get("error").is_some_and(of)
+}
+
+/// Whether an error event's words say the server is too busy to serve the
+/// call ("Model is overloaded", "the server is busy", "at capacity"). Read
+/// only for error events, which have no status to go by.
+fn says_overloaded_in_words(message: &str) -> bool {
+    let message = message.to_lowercase();
+    [
+        "overloaded",
+        "server is busy",
+        "at capacity",
+        "over capacity",
+    ]
+    .iter()
+    .any(|phrase| message.contains(phrase))
 }
 
 /// The longest wait a `Retry-After` is taken at: beyond it a header is
@@ -1297,7 +1348,7 @@ mod tests {
                 400
             };
             assert_eq!(
-                http_error_class(status, body, false),
+                http_error_class(status, body),
                 ErrorClass::ContextLength,
                 "{body}"
             );
@@ -1315,7 +1366,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                http_error_class(status, body, false),
+                http_error_class(status, body),
                 ErrorClass::HttpStatus,
                 "{body}"
             );
@@ -1326,33 +1377,29 @@ mod tests {
     fn quotas_are_their_own_class() {
         // OpenAI's 429, with or without a machine-readable code.
         let openai = r#"{"error":{"message":"Rate limit reached for requests per min (RPM): Limit 30, Used 30, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
-        assert_eq!(http_error_class(429, openai, true), ErrorClass::RateLimited);
-        assert_eq!(
-            http_error_class(429, "slow down", false),
-            ErrorClass::RateLimited
-        );
-        // A gateway's 503 that says when to retry is a quota; without the
-        // header it is an unavailable server.
-        assert_eq!(http_error_class(503, "busy", true), ErrorClass::RateLimited);
-        assert_eq!(http_error_class(503, "busy", false), ErrorClass::HttpStatus);
-        // Named in the error's type or code, whatever the status.
-        for body in [
-            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
-            r#"{"error":{"message":"litellm.RateLimitError: ...","type":"RateLimitError","code":"400"}}"#,
-            r#"{"__type":"x","code":"ThrottlingException","message":"Too many requests"}"#,
-        ] {
-            assert_eq!(
-                http_error_class(400, body, false),
-                ErrorClass::RateLimited,
-                "{body}"
-            );
+        assert_eq!(http_error_class(429, openai), ErrorClass::RateLimited);
+        assert_eq!(http_error_class(429, "slow down"), ErrorClass::RateLimited);
+        // Named in the error's type or code, whatever the status: a 503
+        // or a 529 that names a quota is one.
+        for status in [400, 403, 500, 503, 529] {
+            for body in [
+                openai,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
+                r#"{"error":{"message":"litellm.RateLimitError: ...","type":"RateLimitError","code":"400"}}"#,
+                r#"{"__type":"x","code":"ThrottlingException","message":"Too many requests"}"#,
+            ] {
+                assert_eq!(
+                    http_error_class(status, body),
+                    ErrorClass::RateLimited,
+                    "{status} {body}"
+                );
+            }
         }
         // Free text alone is not enough.
         assert_eq!(
             http_error_class(
                 400,
                 r#"{"error":{"message":"the rate limit for this key is 10"}}"#,
-                false
             ),
             ErrorClass::HttpStatus
         );
@@ -1364,6 +1411,106 @@ mod tests {
         assert!(
             matches!(verdict, EventVerdict::Fail(ErrorClass::RateLimited, _)),
             "{verdict:?}"
+        );
+        let mut o = StreamObserver::new();
+        let verdict = o.on_event(
+            &ev(r#"{"error":{"message":"slow down","code":"rate_limit_exceeded"}}"#),
+            1.0,
+        );
+        assert!(
+            matches!(verdict, EventVerdict::Fail(ErrorClass::RateLimited, _)),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn overloads_are_their_own_class() {
+        // A 503 or a 529, whatever it says (and a `Retry-After` changes
+        // nothing: it no longer makes a 503 a quota).
+        for status in [503, 529] {
+            for body in [
+                "",
+                "busy",
+                "Service Unavailable",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                r#"{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}"#,
+                r#"{"error":{"message":"The model is at capacity","type":"server_error"}}"#,
+                r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#,
+            ] {
+                assert_eq!(
+                    http_error_class(status, body),
+                    ErrorClass::Overloaded,
+                    "{status} {body}"
+                );
+            }
+        }
+        // An overload named in the error's fields, whatever the status:
+        // TGI answers its full queue with a 429 that is no quota.
+        let tgi = r#"{"error":"Model is overloaded","error_type":"overloaded"}"#;
+        assert_eq!(http_error_class(429, tgi), ErrorClass::Overloaded);
+        let anthropic =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(http_error_class(500, anthropic), ErrorClass::Overloaded);
+        // The words alone, with another status, are not enough.
+        assert_eq!(
+            http_error_class(500, r#"{"error":{"message":"server overloaded"}}"#),
+            ErrorClass::HttpStatus
+        );
+        assert_eq!(http_error_class(502, "busy"), ErrorClass::HttpStatus);
+        assert_eq!(http_error_class(500, "oops"), ErrorClass::HttpStatus);
+        // Mid-stream, by fields, code or words; a quota's event stays one.
+        for event in [
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            r#"{"error":"Model is overloaded","error_type":"overloaded"}"#,
+            r#"{"error":{"message":"try again later","code":503}}"#,
+            r#"{"error":{"message":"try again later","code":"529"}}"#,
+            r#"{"error":{"message":"The server is busy, please retry","type":"server_error"}}"#,
+        ] {
+            let mut o = StreamObserver::new();
+            o.on_event(&chat("a"), 1.0);
+            let verdict = o.on_event(&ev(event), 2.0);
+            assert!(
+                matches!(verdict, EventVerdict::Fail(ErrorClass::Overloaded, _)),
+                "{event}: {verdict:?}"
+            );
+        }
+        let mut o = StreamObserver::new();
+        let verdict = o.on_event(&ev(r#"{"error":{"message":"engine died"}}"#), 1.0);
+        assert!(
+            matches!(verdict, EventVerdict::Fail(ErrorClass::BrokenStream, _)),
+            "{verdict:?}"
+        );
+        let mut o = StreamObserver::for_wire(Wire::Responses);
+        let busy = responses(
+            "response.failed",
+            r#","response":{"status":"failed","error":{"code":"server_overloaded","message":"busy"}}"#,
+        );
+        assert!(matches!(
+            o.on_event(&busy, 1.0),
+            EventVerdict::Fail(ErrorClass::Overloaded, _)
+        ));
+    }
+
+    #[test]
+    fn the_classification_table() {
+        let quota = r#"{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}"#;
+        for (status, body, class) in [
+            (429, "", ErrorClass::RateLimited),
+            (429, quota, ErrorClass::RateLimited),
+            (503, "", ErrorClass::Overloaded),
+            (529, "", ErrorClass::Overloaded),
+            (503, quota, ErrorClass::RateLimited),
+            (529, quota, ErrorClass::RateLimited),
+            (400, quota, ErrorClass::RateLimited),
+            (500, "", ErrorClass::HttpStatus),
+            (400, "", ErrorClass::HttpStatus),
+        ] {
+            assert_eq!(http_error_class(status, body), class, "{status} {body}");
+        }
+        assert_eq!(ErrorClass::Overloaded.as_str(), "overloaded");
+        assert_eq!(
+            serde_json::to_string(&ErrorClass::Overloaded).unwrap(),
+            r#""overloaded""#
         );
     }
 

@@ -824,7 +824,7 @@ impl<'a> Sim<'a> {
         call.replica = Some(replica);
         if let Err(e) = self.engines[replica].submit(request, self.now) {
             let detail = format!("HTTP 400 Bad Request: {e}");
-            let class = crate::exec::stream::http_error_class(400, &detail, false);
+            let class = crate::exec::stream::http_error_class(400, &detail);
             self.end_call(id, Some((class, detail)), Some(400));
         }
     }
@@ -1122,7 +1122,7 @@ fn refused(refusal: &Refusal) -> (ErrorClass, String, u16) {
             };
             let message = refusal.message();
             (
-                crate::exec::stream::http_error_class(status, &message, false),
+                crate::exec::stream::http_error_class(status, &message),
                 format!("HTTP {text}: {message}"),
                 status,
             )

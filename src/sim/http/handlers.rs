@@ -245,8 +245,10 @@ pub(super) async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Respons
         .is_err()
     {
         guard.done = true;
+        // A dead engine is a server error, not a busy one: a 503 would read
+        // as `overloaded`, the replica refusing under load.
         return error(
-            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::INTERNAL_SERVER_ERROR,
             "the engine has stopped",
             "server_error",
         );
@@ -331,7 +333,7 @@ pub(super) async fn full_response(
             }
             None => {
                 return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                    StatusCode::INTERNAL_SERVER_ERROR,
                     "the engine stopped mid-request",
                     "server_error",
                 );
