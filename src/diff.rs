@@ -752,6 +752,7 @@ mod tests {
             failed_run_id: None,
             failed_clauses: vec![],
             limited_by: None,
+            ..CrOpen::default()
         }
     }
 

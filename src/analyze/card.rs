@@ -139,9 +139,14 @@ fn assemble(
 
     let crossp_spec = experiment.closed.as_ref().map(|c| c.crossp);
     let knee_spec = experiment.closed.as_ref().map(|c| c.knee);
-    let (max_rps, precision) = match experiment.open.as_ref().map(|o| &o.rates) {
-        Some(RateSelection::Search { max, precision, .. }) => (Some(max.0), Some(precision.0)),
-        _ => (None, None),
+    let (max_rps, precision, confidence) = match experiment.open.as_ref().map(|o| &o.rates) {
+        Some(RateSelection::Search {
+            max,
+            precision,
+            confidence,
+            ..
+        }) => (Some(max.0), Some(precision.0), confidence.0),
+        _ => (None, None, super::cr_open::DEFAULT_CONFIDENCE),
     };
     let decide_closed = |runs: &[RunSummary]| {
         // Invalid runs (most calls failed) measured the failure, not the
@@ -165,7 +170,7 @@ fn assemble(
             .verdicts
             .iter()
             .map(|name| {
-                let mut found = cr_open(runs, name, max_rps, precision);
+                let mut found = cr_open(runs, name, max_rps, precision, confidence);
                 if subject.mix.is_some() {
                     found.limited_by = found
                         .failed_run_id
@@ -179,7 +184,8 @@ fn assemble(
     };
     let (crossp, cr_closed) = decide_closed(&median_per_level(&closed));
     let per_rate = combined_per_rate(&open);
-    let cr_open = decide_open(&per_rate);
+    // Every run is a point of the fit: revisits, repetitions, extensions.
+    let cr_open = decide_open(&open);
     let frontier = super::frontier::frontiers(&per_rate);
     let repetitions = closed
         .iter()
@@ -252,7 +258,7 @@ fn assemble(
         })
         .unwrap_or_default();
     let mix = subject.mix.map(|mut m| {
-        m.class_cr_open = super::mix::class_cr_open(&per_rate, &m.plan, max_rps, precision);
+        m.class_cr_open = super::mix::class_cr_open(&open, &m.plan, max_rps, precision, confidence);
         m
     });
 
@@ -886,6 +892,7 @@ mod tests {
                     min: RatePerS(0.5),
                     max: RatePerS(64.0),
                     precision: Fraction(0.05),
+                    confidence: Fraction(0.9),
                 },
                 StopRule::Duration(Duration::from_secs(120)),
                 Duration::from_secs(15),
@@ -902,6 +909,7 @@ mod tests {
                 ],
                 headroom: Fraction(0.3),
                 spares: 1,
+                cr_open: crate::config::CrOpenUse::Promise,
             }),
             sweeps: Vec::new(),
             base_dir: None,

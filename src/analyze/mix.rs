@@ -220,6 +220,7 @@ pub fn class_cr_open(
     plan: &MixPlan,
     max_rps: Option<f64>,
     precision: Option<f64>,
+    confidence: f64,
 ) -> Vec<CrOpen> {
     plan.classes
         .iter()
@@ -243,7 +244,7 @@ pub fn class_cr_open(
                     view
                 })
                 .collect();
-            cr_open(&views, &class.name, max_rps, precision)
+            cr_open(&views, &class.name, max_rps, precision, confidence)
         })
         .collect()
 }

@@ -6,6 +6,7 @@
 //! [`CapacityReport`] is the `results.json` model that `report` renders.
 
 pub mod card;
+pub mod cr_open;
 pub mod crossp;
 pub mod frontier;
 /// Moved down to the statistics leaf; kept at this path for callers.
@@ -279,30 +280,55 @@ pub struct CrClosed {
     pub saturated: bool,
 }
 
-/// Cr_open for one SLO (SPEC §3): `rps` is null when no rate passed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Cr_open for one SLO: from one model of every clause fitted across all
+/// open runs ([`cr_open`]), an estimate with a range at a stated
+/// confidence; `rps` is null when the runs do not place it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CrOpen {
     pub slo: String,
-    /// The point: the highest rate that passed conclusively below the
-    /// lowest that failed conclusively (`range[0]`).
+    /// The estimate: where the fitted model of the binding clause meets its
+    /// bound (folders from before the fit: the highest rate that passed
+    /// conclusively below the lowest that failed).
     pub rps: Option<f64>,
-    /// `[highest conclusive pass, lowest conclusive failure]`; an end is
-    /// null when no rate gave it.
+    /// The range at `confidence`; an end is null when no run bounds it
+    /// (before the fit: `[highest conclusive pass, lowest conclusive
+    /// failure]`).
     #[serde(default)]
     pub range: [Option<f64>; 2],
-    /// The lowest tested rate above `rps` that failed; null if none failed.
+    /// The range's lower end, the rate one can promise: what sizing uses
+    /// unless `sizing` says `cr-open "estimate"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promise_rps: Option<f64>,
+    /// The confidence of `range` (two-sided); null before the fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// `"fit"` (the model), `"bracket"` (a cliff the model does not fit:
+    /// the runs either side), or `"verdicts"` (a folder from before the fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The clause whose crossing is the smallest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_by: Option<String>,
+    /// Every clause's own crossing, with the runs' showing of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clauses: Vec<cr_open::ClauseCrossing>,
+    /// The lowest tested rate whose verdict was a conclusive failure; null
+    /// if none failed.
     pub failed_at_rps: Option<f64>,
-    /// No rate failed: Cr_open ≥ rps.
+    /// No run bounds Cr_open from above: Cr_open ≥ `range[0]`.
     pub at_least: bool,
-    /// Rates whose verdict stayed inconclusive within the budget.
+    /// Rates whose verdict stayed inconclusive run by run (the fit still
+    /// uses their samples).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inconclusive_rps: Vec<f64>,
-    /// A search: whether the range is within its `precision`.
+    /// A search: whether the range is within ±`precision` of the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_reached: Option<bool>,
-    /// Plain-language reason when `rps` is null or only a bound.
+    /// Plain-language reason when `rps` is null, only a bound, or the
+    /// range is wider than asked.
     pub note: Option<String>,
-    /// Run id of the passing run at `rps`.
+    /// The run whose metrics stand for Cr_open: the highest-rate run within
+    /// the SLO at or below the estimate.
     pub run_id: Option<String>,
     /// Run id of the failing run at `failed_at_rps`, and which clauses failed there.
     pub failed_run_id: Option<String>,
@@ -311,6 +337,14 @@ pub struct CrOpen {
     /// clause (see [`mix::limited_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<mix::LimitedBy>,
+}
+
+impl CrOpen {
+    /// The rate one can promise: the range's lower end (the point itself
+    /// for a folder from before the fit).
+    pub fn promise(&self) -> Option<f64> {
+        self.promise_rps.or(self.range[0]).or(self.rps)
+    }
 }
 
 /// `repeat N`: how the capacity numbers spread over the repetitions.

@@ -1,60 +1,71 @@
-//! The Cr_open search (pure state machine): bracket, then bisect, per SLO,
-//! sharing runs across SLOs, on three-valued verdicts. The runner asks
-//! [`Search::next_rate`], runs it, and feeds the verdicts back with
-//! [`Search::record`]; it never loops on its own, so the whole search is
-//! testable with a synthetic oracle.
-//!
-//! # Verdicts
-//!
-//! Each run is `pass`, `fail` or `inconclusive` per SLO
-//! ([`slo`](super::slo)). Only conclusive verdicts move a bracket: an
-//! inconclusive rate is never read as a failure (nor as a pass), so an SLO
-//! whose verdict at a rate run for another SLO was inconclusive keeps its
-//! own bracket. Each SLO's bracket is *(highest pass below the lowest
-//! failure, lowest failure)*: a pass above a failure (noise) cannot lift
-//! Cr_open above a rate that was seen to fail, the conservative reading for
-//! a capacity promise.
+//! The Cr_open search (pure state machine): bracket fast, then spend the
+//! budget where the one fitted model of every clause
+//! ([`cr_open`](super::cr_open)) says the range shrinks most. The runner
+//! asks [`Search::next_rate`], runs it, and feeds the run's evidence back
+//! with [`Search::record`]; it never loops on its own, so the whole search
+//! is testable with a synthetic queue.
 //!
 //! # The search, per SLO
+//!
+//! A run is *within* an SLO when every clause's observed fraction beyond
+//! its bound (or mean) is within what the clause allows, *beyond* it
+//! otherwise; a run that could not keep up (overloaded, backlogged,
+//! invalid) is beyond.
 //!
 //! 1. Start at the estimate from the closed sweep ([`start_estimate`],
 //!    Little's law), clamped to `[min, max]`; without one, at the geometric
 //!    mean of `min` and `max`.
-//! 2. Bracket: after a pass, double the rate (capped at `max`) until a rate
-//!    fails or `max` passes; after a failure, halve it (floored at `min`)
-//!    until a rate passes or `min` fails. Rates already run inconclusive are
-//!    stepped over. With only inconclusive rates so far, go down from the
-//!    lowest, then up from the highest.
-//! 3. Bisect: inside the bracket, the rates found inconclusive cut it into
-//!    gaps; the widest gap wider than `precision` (relative) is halved,
-//!    until every gap is within `precision`. When inconclusive rates are
-//!    what keeps the bracket wide, the precision asked for was not reached
-//!    and the card says so.
+//! 2. Bracket: while every run is within, double the highest rate (capped
+//!    at `max`; `max` within ends the search: Cr_open ≥ max); while every
+//!    run is beyond, halve the lowest (floored at `min`).
+//! 3. Narrow: with runs on both sides, fit. When the range is within
+//!    ±`precision` of the estimate, the SLO is done. Otherwise the next run
+//!    goes a step `δ` below or above the estimate (the side with fewer
+//!    effective samples near it), `δ` half the range's half-width, within
+//!    `[precision/2, 20%]`: close enough that the run informs the crossing,
+//!    far enough that the two sides pin its slope. A rate may be visited
+//!    again; its samples add up. When the model does not fit (a cliff),
+//!    the bracket between the runs either side is bisected instead.
 //!
-//! Rates are rounded to 3 significant digits and never run twice (the
-//! runner may extend a rate once, and records the longer run's verdicts in
-//! its place); when rounding leaves no new rate inside a gap, that gap is
-//! as fine as the search can make it. [`Search::max_runs`] bounds the
-//! search as a safety net.
+//! The search ends when every SLO is done, when the runs made have spent
+//! the budget ([`Search::affords`]), or at [`Search::max_runs`], a safety
+//! net. Rates are rounded to 3 significant digits.
 //!
 //! # The runner's loop
 //!
 //! ```text
-//! let mut search = Search::new(min, max, precision, start_estimate(..), slo_names);
+//! let mut search = Search::new(min, max, precision, confidence, start_estimate(..), slo_names, budget);
 //! while let Some(rate) = search.next_rate() {
-//!     let mut summary = run(rate);
-//!     if needs_extension(&summary, &search.unresolved()) && budget_left {
-//!         summary = run(rate, longer);   // a journal of its own
-//!     }
-//!     search.record(rate, &verdicts_of(&summary));
+//!     let run = plan_run(rate);
+//!     if !search.affords(run.seconds()) { break; }
+//!     let summary = execute(run);
+//!     search.record(evidence_of(&summary), run.seconds());
 //! }
 //! ```
 
 use std::collections::BTreeMap;
 
+use super::cr_open::{self, RunEvidence, SloFit};
 use super::{CrClosed, CrOpen, RunSummary};
 use crate::format::significant;
+use crate::stats::crossing::{Bound, Method, Observation};
 use crate::stats::interval::Verdict;
+
+/// The most runs one search makes, whatever its budget.
+pub const MAX_RUNS: u32 = 60;
+/// The narrowing step's bounds, relative to the estimate.
+const STEP_MAX: f64 = 0.25;
+/// The search stops once the range, widened by this much, is within the
+/// precision: a range that is narrow by luck (runs that happened to agree)
+/// would otherwise end the search and lock its error in. 1.2 is about the
+/// ratio of a 95% range to a 90% one.
+const STOP_MARGIN: f64 = 1.2;
+/// Runs needed on each side of the estimate, within ±ln 1.5 of it, before a
+/// fitted range is trusted to end the search: a range from runs all far
+/// away is the curve's shape speaking, not the runs.
+const SUPPORT_RUNS: usize = 2;
+/// How far in logits of the fitted curve the narrowing step moves.
+const STEP_LOGITS: f64 = 0.5;
 
 /// Search state for all SLOs of one card.
 #[derive(Debug, Clone)]
@@ -62,38 +73,43 @@ pub struct Search {
     min_rps: f64,
     max_rps: f64,
     precision: f64,
+    confidence: f64,
     start_rps: f64,
     slos: Vec<String>,
-    runs: Vec<SearchRun>,
-    max_runs: u32,
+    runs: Vec<RunEvidence>,
+    /// Seconds the search may spend (warmups included); `None`: no limit
+    /// but [`MAX_RUNS`].
+    budget_s: Option<f64>,
+    spent_s: f64,
 }
 
-/// One recorded run of the search.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchRun {
-    pub rate_rps: f64,
-    /// SLO name → verdict. An SLO missing here is inconclusive.
-    pub verdicts: BTreeMap<String, Verdict>,
-}
-
-/// The verdicts of a run by SLO name, as the search records them.
-pub fn verdicts_of(summary: &RunSummary) -> BTreeMap<String, Verdict> {
-    summary
-        .verdicts
-        .iter()
-        .map(|v| (v.slo.clone(), v.verdict))
-        .collect()
+/// Where an SLO's search stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// It wants a run at this rate.
+    Run(f64),
+    /// Its range is within the precision.
+    Reached,
+    /// `max` was within the SLO: Cr_open ≥ max.
+    AboveMax,
+    /// `min` was beyond it.
+    BelowMin,
+    /// A cliff bracketed as finely as the rates can be.
+    Resolution,
 }
 
 impl Search {
     /// `min`/`max` in requests (tasks) per second, `precision` a fraction
-    /// (0.05 = 5%). `start_rps` is clamped to `[min, max]`.
+    /// (0.05 = ±5%), `confidence` of the range (0.9). `start_rps` is clamped
+    /// to `[min, max]`; `budget_s` bounds the seconds its runs may take.
     pub fn new(
         min: f64,
         max: f64,
         precision: f64,
+        confidence: f64,
         start_rps: Option<f64>,
         slos: Vec<String>,
+        budget_s: Option<f64>,
     ) -> Search {
         // Defensive against an unvalidated caller: rates must be positive and ordered.
         let min_rps = if min > 0.0 { min } else { 1e-3 };
@@ -103,65 +119,60 @@ impl Search {
             _ => round_rate((min_rps * max_rps).sqrt()),
         }
         .clamp(min_rps, max_rps);
-        let max_runs = Self::run_bound(min_rps, max_rps, precision, slos.len());
         Search {
             min_rps,
             max_rps,
-            precision,
+            precision: if precision.is_finite() && precision > 0.0 {
+                precision
+            } else {
+                0.05
+            },
+            confidence,
             start_rps,
             slos,
             runs: Vec::new(),
-            max_runs,
+            budget_s,
+            spent_s: 0.0,
         }
     }
 
-    /// Upper bound on the runs of a search: bracketing shares one doubling /
-    /// halving path through `[min, max]`, and each SLO then bisects a bracket
-    /// of ratio ≤ 2 down to `precision` — twice over, for the gaps that
-    /// inconclusive rates leave. Usable by the planner's estimate.
-    pub fn run_bound(min: f64, max: f64, precision: f64, slos: usize) -> u32 {
-        crate::plan::search_max_runs(
-            crate::config::RatePerS(min),
-            crate::config::RatePerS(max),
-            crate::config::Fraction(precision),
-            slos,
-        )
-    }
-
-    /// Next rate to run, or `None` when every SLO's bracket is resolved (or
-    /// the run bound is reached).
+    /// Next rate to run, or `None` when every SLO is done, the budget is
+    /// spent, or [`MAX_RUNS`] were made.
     pub fn next_rate(&self) -> Option<f64> {
-        if self.runs.len() >= self.max_runs as usize {
+        // The first run is always made: a search with no run says nothing.
+        let spent = !self.runs.is_empty() && self.budget_s.is_some_and(|b| self.spent_s >= b);
+        if self.runs.len() >= MAX_RUNS as usize || spent {
             return None;
         }
-        self.slos.iter().find_map(|slo| self.step(slo))
+        self.slos.iter().find_map(|slo| match self.step(slo) {
+            Step::Run(rate) => Some(rate),
+            _ => None,
+        })
     }
 
-    /// Record the verdicts of a run at `rate_rps`. Recording a rate that was
-    /// already run (e.g. extended for a conclusive verdict) replaces it.
-    pub fn record(&mut self, rate_rps: f64, verdicts: &BTreeMap<String, Verdict>) {
-        let run = SearchRun {
-            rate_rps,
-            verdicts: verdicts.clone(),
-        };
-        match self
-            .runs
-            .iter_mut()
-            .find(|r| same_rate(r.rate_rps, rate_rps))
-        {
-            Some(existing) => *existing = run,
-            None => self.runs.push(run),
-        }
+    /// Whether a run of `seconds` fits in what is left of the budget. The
+    /// first run always does: a search with no run says nothing.
+    pub fn affords(&self, seconds: f64) -> bool {
+        self.runs.is_empty()
+            || self
+                .budget_s
+                .is_none_or(|b| self.spent_s + seconds <= b * 1.000_001)
+    }
+
+    /// Record a run's evidence and what it cost (seconds, warmup included).
+    pub fn record(&mut self, evidence: RunEvidence, cost_s: f64) {
+        self.spent_s += cost_s.max(0.0);
+        self.runs.push(evidence);
     }
 
     /// The runs recorded so far, in order.
-    pub fn runs(&self) -> &[SearchRun] {
+    pub fn runs(&self) -> &[RunEvidence] {
         &self.runs
     }
 
-    /// The safety bound on the number of runs.
-    pub fn max_runs(&self) -> u32 {
-        self.max_runs
+    /// Seconds spent so far.
+    pub fn spent_s(&self) -> f64 {
+        self.spent_s
     }
 
     /// The first rate the search runs.
@@ -173,131 +184,180 @@ impl Search {
     pub fn unresolved(&self) -> Vec<String> {
         self.slos
             .iter()
-            .filter(|s| !self.is_resolved(s))
+            .filter(|s| matches!(self.step(s), Step::Run(_)))
             .cloned()
             .collect()
     }
 
-    fn verdict_at(run: &SearchRun, slo: &str) -> Verdict {
-        run.verdicts
-            .get(slo)
-            .copied()
-            .unwrap_or(Verdict::Inconclusive)
+    /// The fit of `slo` over every run so far.
+    pub fn fit(&self, slo: &str) -> SloFit {
+        cr_open::fit(&self.runs, slo, self.confidence)
     }
 
-    /// `(highest conclusive pass below the lowest conclusive failure, that
-    /// failure)` for `slo`.
-    pub fn bracket(&self, slo: &str) -> (Option<f64>, Option<f64>) {
-        let with = |v: Verdict| {
-            self.runs
-                .iter()
-                .filter(move |r| Self::verdict_at(r, slo) == v)
-                .map(|r| r.rate_rps)
-        };
-        let lowest_fail = with(Verdict::Fail).min_by(f64::total_cmp);
-        let highest_pass = with(Verdict::Pass)
-            .filter(|&r| lowest_fail.is_none_or(|f| r < f))
-            .max_by(f64::total_cmp);
-        (highest_pass, lowest_fail)
-    }
-
-    /// Rates run so far whose verdict for `slo` was inconclusive, ascending.
-    pub fn inconclusive(&self, slo: &str) -> Vec<f64> {
-        let mut rates: Vec<f64> = self
+    /// Where `slo`'s search stands, and the rate it wants next.
+    pub fn step(&self, slo: &str) -> Step {
+        if self.runs.is_empty() {
+            return Step::Run(self.start_rps);
+        }
+        let sides: Vec<(f64, bool)> = self
             .runs
             .iter()
-            .filter(|r| Self::verdict_at(r, slo) == Verdict::Inconclusive)
-            .map(|r| r.rate_rps)
+            .filter_map(|r| Some((r.rate_rps, beyond(r, slo)?)))
             .collect();
-        rates.sort_by(f64::total_cmp);
-        rates
-    }
-
-    /// Whether `slo` needs no more runs.
-    pub fn is_resolved(&self, slo: &str) -> bool {
-        self.step(slo).is_none()
-    }
-
-    fn tried(&self, rate: f64) -> bool {
-        self.runs.iter().any(|r| same_rate(r.rate_rps, rate))
-    }
-
-    fn up(&self, rate: f64) -> f64 {
-        if rate * 2.0 >= self.max_rps {
-            self.max_rps
-        } else {
-            round_rate(rate * 2.0)
+        if sides.is_empty() {
+            // Nothing judged this SLO yet (another SLO's runs only).
+            return Step::Run(self.start_rps);
+        }
+        let lowest_beyond = sides
+            .iter()
+            .filter(|s| s.1)
+            .map(|s| s.0)
+            .min_by(f64::total_cmp);
+        let highest_within = sides
+            .iter()
+            .filter(|s| !s.1 && lowest_beyond.is_none_or(|b| s.0 < b))
+            .map(|s| s.0)
+            .max_by(f64::total_cmp);
+        match (highest_within, lowest_beyond) {
+            (Some(high), None) => {
+                if high >= self.max_rps * (1.0 - 1e-9) {
+                    Step::AboveMax
+                } else {
+                    Step::Run(self.clamp(high * 2.0))
+                }
+            }
+            (None, Some(low)) => {
+                if low <= self.min_rps * (1.0 + 1e-9) {
+                    Step::BelowMin
+                } else {
+                    Step::Run(self.clamp(low / 2.0))
+                }
+            }
+            (None, None) => Step::Run(self.start_rps),
+            (Some(within), Some(beyond)) => self.narrow(slo, within, beyond),
         }
     }
 
-    fn down(&self, rate: f64) -> f64 {
-        if rate / 2.0 <= self.min_rps {
+    fn narrow(&self, slo: &str, within: f64, beyond: f64) -> Step {
+        let fit = self.fit(slo);
+        if fit
+            .half_width()
+            .is_some_and(|h| h * STOP_MARGIN <= self.precision)
+            && supported(&fit)
+        {
+            return Step::Reached;
+        }
+        let bisect = || {
+            if (beyond - within) / within <= 2.0 * self.precision {
+                return Step::Resolution;
+            }
+            let mid = self.clamp((within * beyond).sqrt());
+            if same_rate(mid, within) || same_rate(mid, beyond) {
+                Step::Resolution
+            } else {
+                Step::Run(mid)
+            }
+        };
+        let Some(estimate) = fit.estimate_rps.filter(|_| fit.method == Method::Fit) else {
+            return bisect();
+        };
+        // A step that moves the binding clause's fitted curve by about one
+        // logit (or one e-fold of its mean): far enough that the two sides
+        // pin the curve's slope, close enough that each run still speaks of
+        // the crossing (the design that estimates a logistic's crossing
+        // best puts its runs about there).
+        let slope = fit
+            .clauses
+            .iter()
+            .find(|c| Some(&c.label) == fit.bound_by.as_ref())
+            .map_or(0.0, |c| c.slope);
+        let step = if slope > 0.0 {
+            (STEP_LOGITS / slope).clamp(self.precision, STEP_MAX)
+        } else {
+            STEP_MAX
+        };
+        // The side with fewer effective samples near the estimate.
+        let near = |below: bool| -> f64 {
+            fit.clauses
+                .iter()
+                .filter(|c| Some(&c.label) == fit.bound_by.as_ref())
+                .flat_map(|c| &c.points)
+                .filter(|p| {
+                    let d = p.rate_rps / estimate - 1.0;
+                    d.abs() <= 2.0 * step + 1e-9 && (d < 0.0) == below
+                })
+                .map(|p| p.effective_samples.max(1.0))
+                .sum()
+        };
+        let below = near(true) <= near(false);
+        let mut rate = if below {
+            estimate * (1.0 - step)
+        } else {
+            estimate * (1.0 + step)
+        };
+        // Never past a rate that could not keep up.
+        if let Some(censored) = fit.censored.iter().map(|c| c.0).min_by(f64::total_cmp) {
+            rate = rate.min((estimate.min(censored) * censored).sqrt());
+        }
+        Step::Run(self.clamp(rate))
+    }
+
+    fn clamp(&self, rate: f64) -> f64 {
+        let rate = rate.clamp(self.min_rps, self.max_rps);
+        if same_rate(rate, self.max_rps) {
+            self.max_rps
+        } else if same_rate(rate, self.min_rps) {
             self.min_rps
         } else {
-            round_rate(rate / 2.0)
+            round_rate(rate)
         }
     }
+}
 
-    /// From `rate`, keep stepping (`up` or `down`) over rates already run
-    /// until an untried one; `None` at the end of `[min, max]`.
-    fn walk(&self, rate: f64, step: impl Fn(&Self, f64) -> f64) -> Option<f64> {
-        let mut r = rate;
-        for _ in 0..64 {
-            let next = step(self, r);
-            if same_rate(next, r) {
-                return None; // at min or max
-            }
-            if !self.tried(next) {
-                return Some(next);
-            }
-            r = next;
-        }
-        None
-    }
+/// Whether the binding clause's fit has [`SUPPORT_RUNS`] runs on each side
+/// of its estimate, within ±ln 1.5 of it. A cliff's bracket needs none.
+fn supported(fit: &SloFit) -> bool {
+    let (Some(estimate), Method::Fit) = (fit.estimate_rps, fit.method) else {
+        return true;
+    };
+    let Some(clause) = fit
+        .clauses
+        .iter()
+        .find(|c| Some(&c.label) == fit.bound_by.as_ref())
+    else {
+        return true;
+    };
+    let near = |below: bool| {
+        clause
+            .points
+            .iter()
+            .filter(|p| {
+                let d = (p.rate_rps / estimate).ln();
+                d.abs() <= 1.5f64.ln() && (d < 0.0) == below
+            })
+            .count()
+    };
+    near(true) >= SUPPORT_RUNS && near(false) >= SUPPORT_RUNS
+}
 
-    /// The next rate `slo` wants, `None` once its bracket is resolved.
-    fn step(&self, slo: &str) -> Option<f64> {
-        match self.bracket(slo) {
-            (None, None) => {
-                if !self.tried(self.start_rps) {
-                    return Some(self.start_rps);
-                }
-                let tried = self.inconclusive(slo);
-                let lowest = tried.first().copied().unwrap_or(self.start_rps);
-                let highest = tried.last().copied().unwrap_or(self.start_rps);
-                self.walk(lowest, Self::down)
-                    .or_else(|| self.walk(highest, Self::up))
-            }
-            (Some(pass), None) => {
-                if pass >= self.max_rps * (1.0 - 1e-9) {
-                    return None; // Cr_open ≥ max
-                }
-                self.walk(pass, Self::up)
-            }
-            (None, Some(fail)) => {
-                if fail <= self.min_rps * (1.0 + 1e-9) {
-                    return None; // even min fails
-                }
-                self.walk(fail, Self::down)
-            }
-            (Some(pass), Some(fail)) => {
-                let mut points = vec![pass];
-                points.extend(
-                    self.inconclusive(slo)
-                        .into_iter()
-                        .filter(|&r| r > pass && r < fail),
-                );
-                points.push(fail);
-                let mut gaps: Vec<(f64, f64)> = points.windows(2).map(|w| (w[0], w[1])).collect();
-                gaps.sort_by(|a, b| ((b.1 - b.0) / b.0).total_cmp(&((a.1 - a.0) / a.0)));
-                gaps.into_iter()
-                    .filter(|(a, b)| (b - a) / a > self.precision + 1e-12)
-                    .map(|(a, b)| (a, b, round_rate((a + b) / 2.0)))
-                    .find(|&(a, b, mid)| mid > a && mid < b && !self.tried(mid))
-                    .map(|(_, _, mid)| mid)
-            }
-        }
+/// Whether a run was beyond `slo` (any clause's observed fraction or mean
+/// past what it allows, or the run could not keep up); `None` when the run
+/// did not judge it.
+fn beyond(run: &RunEvidence, slo: &str) -> Option<bool> {
+    let clauses = &run.slos.iter().find(|s| s.slo == slo)?.clauses;
+    if run.censored.is_some() {
+        return Some(true);
     }
+    Some(clauses.iter().any(|c| match (c.observation, c.bound) {
+        (
+            Some(Observation::Count {
+                samples, beyond, ..
+            }),
+            Bound::Fraction(allowed),
+        ) => samples > 0.0 && beyond / samples > allowed,
+        (Some(Observation::Mean { mean, .. }), Bound::Mean(bound)) => mean > bound,
+        _ => false,
+    }))
 }
 
 /// One verdict per SLO from the repetitions of a rate (`repeat N`): a
@@ -347,18 +407,243 @@ pub fn start_estimate(closed: &[RunSummary], cr_closed: Option<&CrClosed>) -> Op
     (task.count > 0 && task.mean > 0.0).then(|| f64::from(c) / (task.mean / 1000.0))
 }
 
-/// Cr_open for one SLO from the open runs that were executed (after a search,
-/// over a grid, or recomputed by `capcard report`).
-///
-/// `range` is `[highest conclusive pass below the lowest conclusive failure,
-/// that failure]` (see the module doc on noise); `rps`, the point, is its
-/// lower end: the highest rate shown to meet the SLO. Inconclusive rates
-/// decide nothing and are listed. `precision` (a search's) says whether the
-/// range is as narrow as asked. Nothing passed: `rps` is null and the note
-/// says why. No failure: `at_least` — with `max_rps` (a search) and the
-/// highest rate ≥ max the note says to raise `max`; without it (a grid), to
-/// add higher rates.
+/// Cr_open for one SLO from the open runs that were executed (a search, a
+/// grid, or a folder `capcard report` reads again): every run of the SLO
+/// (repetitions, extensions and revisits each one more point) into one fit
+/// per clause ([`cr_open::fit`]) at `confidence`. A folder written before
+/// the runs kept their evidence per batch reads as it did then
+/// ([`cr_open_by_verdicts`]). `max_rps` (a search's) and `precision` shape
+/// the notes.
 pub fn cr_open(
+    open: &[RunSummary],
+    slo: &str,
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+    confidence: f64,
+) -> CrOpen {
+    let judged: Vec<&RunSummary> = open.iter().filter(|s| s.verdict(slo).is_some()).collect();
+    let evidence: Option<Vec<RunEvidence>> =
+        judged.iter().map(|s| cr_open::evidence_of(s)).collect();
+    let by_verdicts = || {
+        // Repetitions of a rate combine by verdict there, as they did.
+        let per_rate = super::card::combined_per_rate(open);
+        let mut found = cr_open_by_verdicts(&per_rate, slo, max_rps, precision);
+        if !judged.is_empty() {
+            found.method = Some("verdicts".to_string());
+        }
+        found
+    };
+    let Some(runs) = evidence.filter(|r| !r.is_empty()) else {
+        return by_verdicts();
+    };
+    let fit = cr_open::fit(&runs, slo, confidence);
+    from_fit(&judged, &runs, &fit, slo, max_rps, precision)
+}
+
+/// The card's Cr_open from the fit, with the runs' verdicts for what they
+/// show run by run (the lowest conclusive failure, the inconclusive rates).
+fn from_fit(
+    judged: &[&RunSummary],
+    runs: &[RunEvidence],
+    fit: &SloFit,
+    slo: &str,
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+) -> CrOpen {
+    let verdict_of = |s: &RunSummary| s.verdict(slo).map(|v| v.verdict);
+    let mut by_rate: Vec<&RunSummary> = judged.to_vec();
+    by_rate.sort_by(|a, b| {
+        a.rate_rps
+            .unwrap_or(0.0)
+            .total_cmp(&b.rate_rps.unwrap_or(0.0))
+    });
+    let failed = by_rate
+        .iter()
+        .find(|s| verdict_of(s) == Some(Verdict::Fail))
+        .copied();
+    let mut inconclusive: Vec<f64> = by_rate
+        .iter()
+        .filter(|s| verdict_of(s) == Some(Verdict::Inconclusive))
+        .filter_map(|s| s.rate_rps)
+        .collect();
+    inconclusive.dedup_by(|a, b| same_rate(*a, *b));
+    // The run that stands for Cr_open: the highest within the SLO at or
+    // below the estimate (or the promise, when there is no estimate).
+    let at = fit.estimate_rps.or(fit.range[0]);
+    let standing = at.and_then(|at| {
+        runs.iter()
+            .zip(judged)
+            .filter(|(r, _)| r.realized_rps <= at * (1.0 + 1e-9) && beyond(r, slo) == Some(false))
+            .max_by(|a, b| a.0.realized_rps.total_cmp(&b.0.realized_rps))
+            .map(|(_, s)| s.run_id.clone())
+    });
+    let half_width = fit.half_width();
+    let precision_reached = precision.map(|p| half_width.is_some_and(|h| h <= p + 1e-9));
+    let note = fit_note(fit, runs, slo, max_rps, precision, half_width);
+    let at_least = fit.range[0].is_some() && fit.range[1].is_none();
+    CrOpen {
+        slo: slo.to_string(),
+        // With no run beyond the SLO there is no estimate, only its lower
+        // end: "Cr_open ≥ rps", as `at_least` says.
+        rps: fit
+            .estimate_rps
+            .or(if at_least { fit.range[0] } else { None }),
+        range: fit.range,
+        promise_rps: fit.range[0],
+        confidence: Some(fit.confidence),
+        method: Some(fit.method.as_str().to_string()),
+        bound_by: fit.bound_by.clone(),
+        clauses: fit.clauses.clone(),
+        failed_at_rps: failed.and_then(|s| s.rate_rps),
+        at_least,
+        inconclusive_rps: inconclusive,
+        precision_reached,
+        note,
+        run_id: standing,
+        failed_run_id: failed.map(|s| s.run_id.clone()),
+        failed_clauses: failed
+            .and_then(|s| s.verdict(slo))
+            .map(|v| v.reasons.clone())
+            .unwrap_or_default(),
+        limited_by: None,
+    }
+}
+
+/// What the card says of a fitted Cr_open when it is not a plain estimate
+/// within the precision: never more than the runs showed.
+fn fit_note(
+    fit: &SloFit,
+    runs: &[RunEvidence],
+    slo: &str,
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+    half_width: Option<f64>,
+) -> Option<String> {
+    let rates = |f: &dyn Fn(&RunEvidence) -> bool| -> Vec<f64> {
+        let mut r: Vec<f64> = runs.iter().filter(|r| f(r)).map(|r| r.rate_rps).collect();
+        r.sort_by(f64::total_cmp);
+        r.dedup_by(|a, b| same_rate(*a, *b));
+        r
+    };
+    let list = |r: &[f64]| {
+        r.iter()
+            .map(|&x| significant(x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let censored_note = || {
+        let mut why: Vec<String> = fit
+            .censored
+            .iter()
+            .map(|(rate, why)| format!("{why} at {} rps", significant(*rate)))
+            .collect();
+        why.dedup();
+        why.join(", ")
+    };
+    let tested = rates(&|_| true);
+    if runs.is_empty() {
+        return Some(format!("no open run evaluated the SLO `{slo}`"));
+    }
+    match fit.range {
+        [None, None]
+            if !fit.censored.is_empty() && fit.clauses.iter().all(|c| c.points.is_empty()) =>
+        {
+            return Some(format!(
+                "no run measured the SLO: every rate tested could not keep up ({})",
+                censored_note()
+            ));
+        }
+        [None, None] => {
+            return Some(format!(
+                "the runs do not place Cr_open (rates tested: {} rps)",
+                list(&tested)
+            ));
+        }
+        [None, Some(high)] if fit.estimate_rps.is_some() => {
+            return Some(format!(
+                "the runs do not bound Cr_open from below: the {}% range reaches below the \
+                 lowest rate tested ({} rps), up to {} rps",
+                significant(fit.confidence * 100.0),
+                list(&tested[..tested.len().min(1)]),
+                significant(high)
+            ));
+        }
+        [None, Some(high)] => {
+            let lowest = tested.first().copied().unwrap_or(high);
+            let by = fit
+                .bound_by
+                .as_ref()
+                .map(|b| format!(" (`{b}`)"))
+                .unwrap_or_default();
+            return Some(format!(
+                "even {} rps, the lowest rate tested, was beyond the SLO{by}: Cr_open < {} rps",
+                significant(lowest),
+                significant(high)
+            ));
+        }
+        [Some(low), None] => {
+            let highest = tested.last().copied().unwrap_or(low);
+            return Some(match max_rps {
+                Some(max) if highest >= max * (1.0 - 1e-9) => format!(
+                    "Cr_open ≥ {} rps: every run was within the SLO up to the search's \
+                     ceiling ({} rps); raise `max`",
+                    significant(low),
+                    significant(max)
+                ),
+                Some(_) => format!(
+                    "Cr_open ≥ {} rps: no run exceeded the SLO (the highest, {} rps, was \
+                     within it); the search ended before a rate beyond it",
+                    significant(low),
+                    significant(highest)
+                ),
+                None => format!(
+                    "Cr_open ≥ {} rps: no rate of the grid exceeded the SLO; add higher rates",
+                    significant(low)
+                ),
+            });
+        }
+        [Some(_), Some(_)] => {}
+    }
+    let [Some(low), Some(high)] = fit.range else {
+        return None;
+    };
+    let mut notes = Vec::new();
+    if fit.method == Method::Bracket {
+        let cliff = fit
+            .clauses
+            .iter()
+            .find(|c| Some(&c.label) == fit.bound_by.as_ref() && c.method == "bracket");
+        notes.push(match cliff {
+            Some(c) => format!(
+                "`{}` does not follow a smooth curve here (a cliff: it jumps between {} and \
+                 {} rps): Cr_open is the bracket between the runs either side",
+                c.label,
+                significant(low),
+                significant(high)
+            ),
+            None => format!(
+                "a run that could not keep up ({}) lies below where the other runs place the \
+                 crossing: Cr_open is taken below it",
+                censored_note()
+            ),
+        });
+    }
+    if let (Some(p), Some(h)) = (precision, half_width)
+        && h > p + 1e-9
+    {
+        notes.push(format!(
+            "the precision asked for (±{}%) was not reached within the search's budget: \
+             the range is ±{}%",
+            significant(p * 100.0),
+            significant((h * 100.0).ceil())
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// Cr_open of a folder written before the runs kept their evidence per
+/// batch: the highest conclusive pass below the lowest conclusive failure.
+pub fn cr_open_by_verdicts(
     open: &[RunSummary],
     slo: &str,
     max_rps: Option<f64>,
@@ -386,6 +671,7 @@ pub fn cr_open(
         failed_run_id: None,
         failed_clauses: vec![],
         limited_by: None,
+        ..CrOpen::default()
     };
     if runs.is_empty() {
         result.note = Some(format!("no open run evaluated the SLO `{slo}`"));
@@ -544,6 +830,7 @@ pub(crate) fn same_rate(a: f64, b: f64) -> bool {
 mod tests {
     use super::*;
     use crate::analyze::LatencyStats;
+    use crate::analyze::cr_open::{ClauseObservation, SloObservations};
     use crate::analyze::crossp::tests::level;
     use crate::analyze::slo::SloVerdict;
 
@@ -551,159 +838,167 @@ mod tests {
         if pass { Verdict::Pass } else { Verdict::Fail }
     }
 
-    fn v(pass: bool) -> BTreeMap<String, Verdict> {
-        BTreeMap::from([("s".to_string(), pass_or_fail(pass))])
+    /// The fraction of calls beyond a p90 bound at `rate` when the SLO
+    /// crosses at `truth`: logistic in ln(rate), slope 5.
+    fn beyond_fraction(rate: f64, truth: f64) -> f64 {
+        1.0 / (1.0 + (-((0.1f64 / 0.9).ln() + 5.0 * (rate / truth).ln())).exp())
     }
 
-    /// Run the search against threshold oracles: SLO `name` passes below `threshold`.
-    fn drive(search: &mut Search, thresholds: &[(&str, f64)]) -> Vec<f64> {
+    /// A run's evidence for SLOs `(name, truth)`: 2,000 calls, exactly the
+    /// expected share beyond the bound (no noise); beyond 1.5× the truth of
+    /// the first, the run could not keep up.
+    fn evidence(rate: f64, slos: &[(&str, f64)]) -> RunEvidence {
+        RunEvidence {
+            run_id: format!("r{rate}"),
+            rate_rps: rate,
+            realized_rps: rate,
+            censored: (rate > 1.5 * slos[0].1).then(|| "overloaded".to_string()),
+            slos: slos
+                .iter()
+                .map(|&(name, truth)| SloObservations {
+                    slo: name.to_string(),
+                    clauses: vec![ClauseObservation {
+                        label: "ttft p90 ≤ 1s".into(),
+                        bound: Bound::Fraction(0.1),
+                        observation: Some(Observation::Count {
+                            samples: 2000.0,
+                            beyond: (2000.0 * beyond_fraction(rate, truth)).round(),
+                            inflation: 1.0,
+                        }),
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    /// Run the search against the synthetic SLOs, 10 s a run.
+    fn drive(search: &mut Search, slos: &[(&str, f64)]) -> Vec<f64> {
         let mut rates = vec![];
         while let Some(rate) = search.next_rate() {
-            assert!(!rates.contains(&rate), "rate {rate} run twice: {rates:?}");
+            if !search.affords(10.0) {
+                break;
+            }
             rates.push(rate);
-            let verdicts = thresholds
-                .iter()
-                .map(|&(name, t)| (name.to_string(), pass_or_fail(rate <= t)))
-                .collect();
-            search.record(rate, &verdicts);
-            assert!(rates.len() <= 100, "search does not terminate: {rates:?}");
+            search.record(evidence(rate, slos), 10.0);
+            assert!(rates.len() <= MAX_RUNS as usize, "{rates:?}");
         }
         rates
     }
 
     #[test]
-    fn converges_within_precision_of_the_threshold() {
-        for threshold in [0.7, 3.3, 5.0, 11.9, 40.0, 63.0] {
-            let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
-            let rates = drive(&mut search, &[("s", threshold)]);
-            let (pass, fail) = search.bracket("s");
-            let (pass, fail) = (pass.unwrap(), fail.unwrap());
+    fn converges_to_the_crossing_within_its_precision() {
+        for truth in [0.7, 3.3, 11.9, 40.0, 63.0] {
+            let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(8.0), vec!["s".into()], None);
+            let rates = drive(&mut search, &[("s", truth)]);
+            assert_eq!(search.step("s"), Step::Reached, "{truth}: {rates:?}");
+            let fit = search.fit("s");
+            let e = fit.estimate_rps.unwrap();
+            assert!((e - truth).abs() / truth < 0.02, "{truth}: {fit:?}");
+            let [lo, hi] = fit.range;
             assert!(
-                pass <= threshold && fail > threshold,
-                "{threshold}: {pass}..{fail}"
+                lo.unwrap() <= truth && truth <= hi.unwrap(),
+                "{truth}: {fit:?}"
             );
-            assert!(
-                (fail - pass) / pass <= 0.05 + 1e-9,
-                "{threshold}: {rates:?}"
-            );
-            assert!(rates.len() as u32 <= search.max_runs(), "{rates:?}");
+            assert!(fit.half_width().unwrap() <= 0.05);
+            assert!(rates.len() <= 16, "{truth}: {rates:?}");
         }
     }
 
     #[test]
     fn brackets_by_doubling_and_halving() {
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
+        let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(8.0), vec!["s".into()], None);
         let rates = drive(&mut search, &[("s", 20.0)]);
         assert_eq!(&rates[..3], &[8.0, 16.0, 32.0]);
-        assert_eq!(rates[3], 24.0);
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
+        let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(8.0), vec!["s".into()], None);
         let rates = drive(&mut search, &[("s", 1.5)]);
         assert_eq!(&rates[..4], &[8.0, 4.0, 2.0, 1.0]);
     }
 
     #[test]
-    fn min_failing_gives_no_pass() {
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(3.0), vec!["s".into()]);
-        let rates = drive(&mut search, &[("s", 0.1)]);
-        assert_eq!(rates, vec![3.0, 1.5, 0.75, 0.5]);
-        assert_eq!(search.bracket("s"), (None, Some(0.5)));
-    }
-
-    #[test]
-    fn max_passing_is_at_least() {
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(10.0), vec!["s".into()]);
+    fn the_ends_of_the_range_stop_the_search() {
+        let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(10.0), vec!["s".into()], None);
         let rates = drive(&mut search, &[("s", 1000.0)]);
         assert_eq!(rates, vec![10.0, 20.0, 40.0, 64.0]);
-        assert_eq!(search.bracket("s"), (Some(64.0), None));
+        assert_eq!(search.step("s"), Step::AboveMax);
+        let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(3.0), vec!["s".into()], None);
+        let rates = drive(&mut search, &[("s", 0.05)]);
+        assert_eq!(rates, vec![3.0, 1.5, 0.75, 0.5]);
+        assert_eq!(search.step("s"), Step::BelowMin);
     }
 
     #[test]
     fn no_estimate_starts_at_geometric_mean() {
-        let search = Search::new(0.5, 32.0, 0.05, None, vec!["s".into()]);
+        let search = Search::new(0.5, 32.0, 0.05, 0.9, None, vec!["s".into()], None);
         assert_eq!(search.next_rate(), Some(4.0));
         // An estimate outside [min, max] is clamped.
         assert_eq!(
-            Search::new(0.5, 32.0, 0.05, Some(500.0), vec![]).start_rps(),
+            Search::new(0.5, 32.0, 0.05, 0.9, Some(500.0), vec![], None).start_rps(),
             32.0
         );
     }
 
     #[test]
+    fn the_budget_ends_the_search() {
+        let mut search = Search::new(
+            0.5,
+            64.0,
+            0.01,
+            0.9,
+            Some(8.0),
+            vec!["s".into()],
+            Some(35.0),
+        );
+        let rates = drive(&mut search, &[("s", 11.9)]);
+        assert_eq!(rates.len(), 3, "{rates:?}");
+        assert!((search.spent_s() - 30.0).abs() < 1e-9);
+        assert!(!search.affords(10.0));
+        assert!(search.affords(5.0));
+    }
+
+    #[test]
     fn two_slos_share_runs() {
-        let thresholds = [("interactive", 3.1), ("batch", 13.0)];
+        let slos = [("interactive", 3.1), ("batch", 4.4)];
         let mut search = Search::new(
             0.5,
             64.0,
             0.05,
+            0.9,
             Some(8.0),
             vec!["interactive".into(), "batch".into()],
+            None,
         );
-        let rates = drive(&mut search, &thresholds);
-        for (name, t) in thresholds {
-            let (pass, fail) = search.bracket(name);
-            let (pass, fail) = (pass.unwrap(), fail.unwrap());
-            assert!(
-                pass <= t && fail > t && (fail - pass) / pass <= 0.05 + 1e-9,
-                "{name}"
-            );
+        let rates = drive(&mut search, &slos);
+        for (name, truth) in slos {
+            let fit = search.fit(name);
+            let e = fit.estimate_rps.unwrap();
+            assert!((e - truth).abs() / truth < 0.02, "{name}: {fit:?}");
+            assert_eq!(search.step(name), Step::Reached);
         }
-        // `batch` reuses the runs of `interactive` (its pass at 8 and below).
-        let alone = |t| {
-            drive(
-                &mut Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]),
-                &[("s", t)],
-            )
-            .len()
-        };
-        assert!(rates.len() < alone(3.1) + alone(13.0), "{rates:?}");
-        assert!(rates.len() as u32 <= search.max_runs());
+        assert!(rates.len() <= 24, "{rates:?}");
     }
 
     #[test]
-    fn noisy_oracle_terminates_and_stays_below_the_lowest_failure() {
-        let mut search = Search::new(0.5, 64.0, 0.02, Some(8.0), vec!["s".into()]);
+    fn a_cliff_is_bisected_to_the_precision() {
+        // Within with no call beyond the bound up to 10 rps, overloaded above.
+        let cliff = |rate: f64| RunEvidence {
+            censored: (rate > 10.0).then(|| "overloaded".to_string()),
+            ..evidence(rate, &[("s", if rate > 10.0 { 1.0 } else { 1e6 })])
+        };
+        let mut search = Search::new(0.5, 64.0, 0.05, 0.9, Some(4.0), vec!["s".into()], None);
         let mut rates = vec![];
-        // A glitch fails the start rate 8, although everything up to 20 would pass.
         while let Some(rate) = search.next_rate() {
             rates.push(rate);
-            let pass = rate <= 20.0 && rate != 8.0;
-            search.record(rate, &v(pass));
+            search.record(cliff(rate), 10.0);
+            assert!(rates.len() < 20, "{rates:?}");
         }
-        let (pass, fail) = search.bracket("s");
-        assert_eq!(fail, Some(8.0));
-        assert!(pass.unwrap() < 8.0 && (8.0 - pass.unwrap()) / pass.unwrap() <= 0.02);
-        assert!(rates.len() as u32 <= search.max_runs());
-
-        // A pass above a failure does not lift the bracket.
-        let mut search = Search::new(0.5, 64.0, 0.02, Some(8.0), vec!["s".into()]);
-        for (rate, pass) in [(16.0, true), (8.0, false), (4.0, true)] {
-            search.record(rate, &v(pass));
-        }
-        assert_eq!(search.bracket("s"), (Some(4.0), Some(8.0)));
-        assert_eq!(search.next_rate(), Some(6.0));
-    }
-
-    #[test]
-    fn precision_finer_than_rounding_still_ends() {
-        let mut search = Search::new(1.0, 2.0, 1e-6, Some(1.0), vec!["s".into()]);
-        let rates = drive(&mut search, &[("s", 1.2345)]);
-        let (pass, fail) = search.bracket("s");
-        assert_eq!((pass, fail), (Some(1.23), Some(1.24)));
-        assert!(rates.len() <= 12, "{rates:?}");
-    }
-
-    #[test]
-    fn rerecording_a_rate_replaces_it() {
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
-        search.record(8.0, &v(false));
-        search.record(8.0, &v(true));
-        assert_eq!(search.runs().len(), 1);
-        assert_eq!(search.next_rate(), Some(16.0));
-        // A run without the SLO's verdict decides nothing for it.
-        search.record(16.0, &BTreeMap::new());
-        assert_eq!(search.bracket("s"), (Some(8.0), None));
-        assert_eq!(search.inconclusive("s"), vec![16.0]);
-        assert_eq!(search.next_rate(), Some(32.0));
+        let fit = search.fit("s");
+        let [lo, hi] = fit.range;
+        assert!(lo.unwrap() <= 10.0 && hi.unwrap() > 10.0, "{fit:?}");
+        assert!(
+            (hi.unwrap() - lo.unwrap()) / lo.unwrap() <= 0.1 + 1e-9,
+            "{fit:?}"
+        );
+        assert!(rates.iter().all(|&r| r <= 16.0), "{rates:?}");
     }
 
     #[test]
@@ -744,7 +1039,7 @@ mod tests {
             open_run(12.0, true),
             open_run(14.0, false),
         ];
-        let got = cr_open(&runs, "chat", Some(64.0), None);
+        let got = cr_open_by_verdicts(&runs, "chat", Some(64.0), None);
         assert_eq!(got.rps, Some(12.0));
         assert_eq!(got.failed_at_rps, Some(14.0));
         assert!(!got.at_least);
@@ -756,7 +1051,7 @@ mod tests {
 
     #[test]
     fn cr_open_null_when_min_fails() {
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[open_run(1.0, false), open_run(0.5, false)],
             "chat",
             Some(64.0),
@@ -772,7 +1067,7 @@ mod tests {
 
     #[test]
     fn cr_open_at_least_when_max_passes() {
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[open_run(32.0, true), open_run(64.0, true)],
             "chat",
             Some(64.0),
@@ -783,7 +1078,7 @@ mod tests {
             got.note.as_deref(),
             Some("Cr_open ≥ 64 rps: the search ceiling passed; raise `max`")
         );
-        let grid = cr_open(
+        let grid = cr_open_by_verdicts(
             &[open_run(1.0, true), open_run(2.0, true)],
             "chat",
             None,
@@ -795,7 +1090,7 @@ mod tests {
 
     #[test]
     fn cr_open_non_monotonic_stays_below_the_failure() {
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[
                 open_run(2.0, true),
                 open_run(4.0, false),
@@ -811,7 +1106,7 @@ mod tests {
 
     #[test]
     fn cr_open_without_runs_for_the_slo() {
-        let got = cr_open(&[open_run(2.0, true)], "batch", Some(64.0), None);
+        let got = cr_open_by_verdicts(&[open_run(2.0, true)], "batch", Some(64.0), None);
         assert_eq!(got.rps, None);
         assert_eq!(
             got.note.as_deref(),
@@ -851,106 +1146,8 @@ mod tests {
     }
 
     #[test]
-    fn an_inconclusive_rate_is_neither_pass_nor_fail() {
-        let mut search = Search::new(0.5, 64.0, 0.05, Some(8.0), vec!["s".into()]);
-        search.record(8.0, &BTreeMap::from([("s".into(), Verdict::Inconclusive)]));
-        assert_eq!(search.bracket("s"), (None, None));
-        // Only inconclusive so far: look below it for a pass first.
-        assert_eq!(search.next_rate(), Some(4.0));
-        search.record(4.0, &v(true));
-        // 8 stays inconclusive: step over it to find a failure.
-        assert_eq!(search.next_rate(), Some(16.0));
-        search.record(16.0, &v(false));
-        // Bisect the gaps 4–8 and 8–16 (as wide, relatively): the lower first.
-        assert_eq!(search.next_rate(), Some(6.0));
-    }
-
-    #[test]
-    fn inconclusive_band_ends_the_search_without_its_precision() {
-        // Everything within ±10% of 10 is inconclusive (the noise band of a
-        // finite run); below passes, above fails.
-        let oracle = |rate: f64| {
-            if rate < 9.0 {
-                Verdict::Pass
-            } else if rate <= 11.0 {
-                Verdict::Inconclusive
-            } else {
-                Verdict::Fail
-            }
-        };
-        let mut search = Search::new(0.5, 64.0, 0.02, Some(8.0), vec!["s".into()]);
-        let mut runs = vec![];
-        while let Some(rate) = search.next_rate() {
-            assert!(!runs.contains(&rate), "{rate} twice: {runs:?}");
-            runs.push(rate);
-            search.record(rate, &BTreeMap::from([("s".into(), oracle(rate))]));
-            assert!(runs.len() <= 60);
-        }
-        let summaries: Vec<RunSummary> = runs.iter().map(|&r| verdict_run(r, oracle(r))).collect();
-        let got = cr_open(&summaries, "chat", Some(64.0), Some(0.02));
-        let [lo, hi] = got.range;
-        assert!(
-            lo.unwrap() < 9.0 && lo.unwrap() >= 9.0 / 1.02 - 1e-9,
-            "{got:?}"
-        );
-        assert!(
-            hi.unwrap() > 11.0 && hi.unwrap() <= 11.0 * 1.02 + 1e-9,
-            "{got:?}"
-        );
-        assert_eq!(got.rps, lo);
-        assert_eq!(got.precision_reached, Some(false));
-        assert!(
-            got.note
-                .unwrap()
-                .contains("the precision asked for was not reached")
-        );
-        assert!(!got.inconclusive_rps.is_empty());
-        assert!(runs.len() as u32 <= search.max_runs());
-    }
-
-    #[test]
-    fn a_second_slo_keeps_its_bracket_through_another_slos_inconclusive_runs() {
-        // `strict` drives the search low; at those rates `relaxed` (which holds
-        // to 20 rps) is inconclusive for lack of samples. Before, that read as
-        // a failure and `relaxed` lost its Cr_open.
-        let mut search = Search::new(
-            0.5,
-            64.0,
-            0.05,
-            Some(8.0),
-            vec!["strict".into(), "relaxed".into()],
-        );
-        let mut runs = vec![];
-        while let Some(rate) = search.next_rate() {
-            runs.push(rate);
-            let strict = if rate <= 3.0 {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            };
-            let relaxed = if rate < 6.0 {
-                Verdict::Inconclusive
-            } else if rate <= 20.0 {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            };
-            search.record(
-                rate,
-                &BTreeMap::from([("strict".into(), strict), ("relaxed".into(), relaxed)]),
-            );
-            assert!(runs.len() <= 60);
-        }
-        let (pass, fail) = search.bracket("relaxed");
-        assert!(pass.unwrap() <= 20.0 && fail.unwrap() > 20.0, "{runs:?}");
-        assert!((fail.unwrap() - pass.unwrap()) / pass.unwrap() <= 0.05 + 1e-9);
-        let (pass, fail) = search.bracket("strict");
-        assert!(pass.unwrap() <= 3.0 && fail.unwrap() > 3.0, "{runs:?}");
-    }
-
-    #[test]
     fn cr_open_range_and_inconclusive_notes() {
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[
                 verdict_run(4.0, Verdict::Pass),
                 verdict_run(4.2, Verdict::Pass),
@@ -964,7 +1161,7 @@ mod tests {
         assert_eq!(got.precision_reached, Some(true));
         assert_eq!(got.note, None);
         // Only inconclusive rates: nothing is promised.
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[
                 verdict_run(1.0, Verdict::Inconclusive),
                 verdict_run(2.0, Verdict::Inconclusive),
@@ -980,7 +1177,7 @@ mod tests {
                 .starts_with("inconclusive within the budget at every rate tested (1, 2 rps)")
         );
         // A grid whose lowest rate is inconclusive and the next fails: no false "even".
-        let got = cr_open(
+        let got = cr_open_by_verdicts(
             &[
                 verdict_run(1.0, Verdict::Inconclusive),
                 verdict_run(2.0, Verdict::Fail),
@@ -1026,103 +1223,5 @@ mod tests {
             ..run
         };
         assert!(!needs_extension(&invalid, &["chat".to_string()]));
-    }
-
-    /// The plan's bound on a search's runs is the search's own (the plan
-    /// sits below the analysis, so the check lives here, where both are seen).
-    #[test]
-    fn the_plans_bound_is_the_searchs_own() {
-        use crate::quantity::{Fraction, RatePerS};
-        assert_eq!(
-            crate::plan::search_max_runs(RatePerS(0.5), RatePerS(64.0), Fraction(0.05), 2),
-            Search::new(0.5, 64.0, 0.05, None, vec!["a".into(), "b".into()]).max_runs()
-        );
-    }
-
-    /// The typical count against the search itself: Cr_open spread evenly
-    /// in log over `[min, max]`, an oracle that passes every rate at or
-    /// below it, and the search's mean number of runs.
-    #[test]
-    fn the_typical_count_is_what_the_search_takes_on_average() {
-        use crate::plan::search_typical_runs;
-        use crate::quantity::{Fraction, RatePerS};
-        let runs_until_done = |min: f64, max: f64, p: f64, crs: &[f64], start: Option<f64>| {
-            let names: Vec<String> = (0..crs.len()).map(|i| format!("s{i}")).collect();
-            let mut search = Search::new(min, max, p, start, names.clone());
-            let mut n = 0;
-            while let Some(rate) = search.next_rate() {
-                let verdicts = names
-                    .iter()
-                    .zip(crs)
-                    .map(|(name, &cr)| {
-                        let v = if rate <= cr {
-                            Verdict::Pass
-                        } else {
-                            Verdict::Fail
-                        };
-                        (name.clone(), v)
-                    })
-                    .collect();
-                search.record(rate, &verdicts);
-                n += 1;
-            }
-            n
-        };
-        for (min, max, p) in [
-            (1.0f64, 200.0f64, 0.1),
-            (0.05, 8.0, 0.05),
-            (0.5, 64.0, 0.05),
-            (2.0, 8.0, 0.02),
-            (1.0, 400.0, 0.25),
-            (1.0, 3.0, 0.1),
-        ] {
-            // A narrow range leaves a looser second SLO passing at `max`
-            // (no bisection): the formula assumes each SLO finds its
-            // Cr_open inside.
-            let slo_counts: &[usize] = if max / min >= 64.0 { &[1, 2] } else { &[1] };
-            for &slos in slo_counts {
-                let quantiles = 200;
-                let (mut middle, mut closed) = (0.0, 0.0);
-                for k in 0..quantiles {
-                    let q = (f64::from(k) + 0.5) / f64::from(quantiles);
-                    let cr = min * (max / min).powf(q);
-                    // A second SLO twice as loose as the first.
-                    let crs: Vec<f64> = (0..slos).map(|i| cr * 2f64.powi(i as i32)).collect();
-                    middle += f64::from(runs_until_done(min, max, p, &crs, None));
-                    // The closed sweep's start (Little's law at the knee)
-                    // sits above Cr_open, by less than a factor 2: spread
-                    // over 1.05–1.95, in another order than Cr_open.
-                    let spread = f64::from((k * 37) % quantiles) / f64::from(quantiles);
-                    let start = cr * (1.05 + 0.9 * spread);
-                    closed += f64::from(runs_until_done(min, max, p, &crs, Some(start)));
-                }
-                let (middle, closed) =
-                    (middle / f64::from(quantiles), closed / f64::from(quantiles));
-                let typical = |from_closed| {
-                    f64::from(search_typical_runs(
-                        RatePerS(min),
-                        RatePerS(max),
-                        Fraction(p),
-                        slos,
-                        from_closed,
-                    ))
-                };
-                assert!(
-                    (typical(false) - middle).abs() <= 1.0,
-                    "[{min}, {max}] at {p}, {slos} SLOs: typical {} vs the search's mean {middle}",
-                    typical(false)
-                );
-                assert!(
-                    (typical(true) - closed).abs() <= 1.0,
-                    "[{min}, {max}] at {p}, {slos} SLOs from a closed sweep: typical {} vs {closed}",
-                    typical(true)
-                );
-            }
-        }
-        // One rate: one run.
-        assert_eq!(
-            search_typical_runs(RatePerS(4.0), RatePerS(4.0), Fraction(0.05), 1, false),
-            1
-        );
     }
 }

@@ -4,9 +4,12 @@
 //! The units are kept consistent by construction:
 //!
 //! - `rps=` targets (latency-first) divide by Cr_open of the named SLO, in
-//!   requests (tasks) per second. No Cr_open → no replica count, and the row
-//!   says why; a Cr_open that is only a lower bound (`≥ max`) is used as is,
-//!   with a note that the count may be higher than needed.
+//!   requests (tasks) per second: its *promise*, the lower end of its range
+//!   (what the runs support at the card's confidence), unless `cr-open
+//!   "estimate"` asks for the point estimate. No Cr_open → no replica
+//!   count, and the row says why; a Cr_open that is only a lower bound
+//!   (`≥`) is used as is, with a note that the count may be higher than
+//!   needed.
 //! - `rps= mix=` targets divide by Cr_open of the mix at its declared
 //!   weights: the highest total rate at which every class met its own SLO.
 //! - `output-tokens-per-s=` targets (throughput-first) divide by Cr_closed's
@@ -23,7 +26,7 @@
 //! The ceiling ignores a relative excess of 1e-9 so that a quotient like
 //! 20.000000000000004 (float noise of an exact division) stays 20 replicas.
 
-use crate::config::{Cost, SizingSpec, SizingTarget};
+use crate::config::{Cost, CrOpenUse, SizingSpec, SizingTarget};
 
 use super::{CrClosed, CrOpen, SizingRow};
 use crate::format::significant;
@@ -48,12 +51,25 @@ pub fn size(
         .map(|target| {
             let (target_value, uses, unit, cr, mut note) = match target {
                 SizingTarget::Rps { rps, slo } => {
-                    let (cr, note) = open_capacity(cr_open, slo, &format!("`{slo}`"));
-                    (rps.0, format!("cr_open:{slo}"), "rps", cr, note)
+                    let (cr, note) = open_capacity(cr_open, slo, &format!("`{slo}`"), spec.cr_open);
+                    (
+                        rps.0,
+                        open_uses(cr_open, slo, &format!("cr_open:{slo}"), spec.cr_open),
+                        "rps",
+                        cr,
+                        note,
+                    )
                 }
                 SizingTarget::MixRps { rps, mix } => {
-                    let (cr, note) = open_capacity(cr_open, mix, &format!("the mix `{mix}`"));
-                    (rps.0, format!("cr_open:mix={mix}"), "rps", cr, note)
+                    let (cr, note) =
+                        open_capacity(cr_open, mix, &format!("the mix `{mix}`"), spec.cr_open);
+                    (
+                        rps.0,
+                        open_uses(cr_open, mix, &format!("cr_open:mix={mix}"), spec.cr_open),
+                        "rps",
+                        cr,
+                        note,
+                    )
                 }
                 SizingTarget::OutputTokensPerS { tokens_per_s } => {
                     let note = match cr_closed {
@@ -103,13 +119,38 @@ pub fn size(
         .collect()
 }
 
-/// Cr_open of `key` (an SLO, or a mix's card), and why it cannot size
-/// or only bounds a count; `what` names it in the note.
-fn open_capacity(cr_open: &[CrOpen], key: &str, what: &str) -> (Option<f64>, Option<String>) {
+/// `uses` of a row sized on Cr_open: `cr_open:interactive`, with
+/// `:promise` or `:estimate` when the card's Cr_open has a range to choose
+/// from (a folder from before the fit has one figure).
+fn open_uses(cr_open: &[CrOpen], key: &str, base: &str, using: CrOpenUse) -> String {
+    let fitted = cr_open
+        .iter()
+        .find(|c| c.slo == key)
+        .is_some_and(|c| c.confidence.is_some());
+    match (fitted, using) {
+        (false, _) => base.to_string(),
+        (true, CrOpenUse::Promise) => format!("{base}:promise"),
+        (true, CrOpenUse::Estimate) => format!("{base}:estimate"),
+    }
+}
+
+/// Cr_open of `key` (an SLO, or a mix's card) as `using` picks it (the
+/// promise, or the estimate), and why it cannot size or only bounds a
+/// count; `what` names it in the note.
+fn open_capacity(
+    cr_open: &[CrOpen],
+    key: &str,
+    what: &str,
+    using: CrOpenUse,
+) -> (Option<f64>, Option<String>) {
     let found = cr_open.iter().find(|c| c.slo == key);
+    let figure = |c: &CrOpen| match using {
+        CrOpenUse::Promise => c.promise(),
+        CrOpenUse::Estimate => c.rps,
+    };
     let note = match found {
         None => Some(format!("no Cr_open measured for {what}: no replica count")),
-        Some(c) if c.rps.is_none() => Some(format!(
+        Some(c) if figure(c).is_none() => Some(format!(
             "Cr_open for {what} was not reached{}: no replica count",
             c.note
                 .as_ref()
@@ -119,11 +160,11 @@ fn open_capacity(cr_open: &[CrOpen], key: &str, what: &str) -> (Option<f64>, Opt
         Some(c) if c.at_least => Some(format!(
             "Cr_open for {what} is only a lower bound (≥ {} rps): \
              the count may be higher than needed",
-            c.rps.map(significant).unwrap_or_default()
+            figure(c).map(significant).unwrap_or_default()
         )),
         Some(_) => None,
     };
-    (found.and_then(|c| c.rps), note)
+    (found.and_then(figure), note)
 }
 
 /// ceil(target / (cr × (1 − headroom))) + spares; `None` when the usable
@@ -174,6 +215,7 @@ mod tests {
             failed_run_id: None,
             failed_clauses: vec![],
             limited_by: None,
+            ..CrOpen::default()
         }
     }
 
@@ -182,6 +224,7 @@ mod tests {
             targets,
             headroom: Fraction(headroom),
             spares,
+            cr_open: CrOpenUse::Promise,
         }
     }
 

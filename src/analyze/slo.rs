@@ -118,6 +118,46 @@ pub struct ClauseVerdict {
     /// The batch-means variance inflation: the samples were worth
     /// `samples / inflation` independent ones.
     pub inflation: f64,
+    /// The clause's evidence per batch of the window, kept for the Cr_open
+    /// fit across runs (`analyze::cr_open`); absent in folders written
+    /// before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<ClauseBatches>,
+}
+
+/// One clause's evidence per batch (time slice) of a run's measured window:
+/// how many samples, and how many were beyond the bound (a percentile, the
+/// error rate) or what they summed to (a mean, in ms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClauseBatches {
+    pub samples: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beyond: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sums_ms: Vec<f64>,
+}
+
+impl ClauseBatches {
+    fn of_counts(counts: &BatchCounts) -> Self {
+        ClauseBatches {
+            samples: counts.samples.to_vec(),
+            beyond: counts.hits.to_vec(),
+            sums_ms: vec![],
+        }
+    }
+
+    fn of_sums(sums: &BatchSums) -> Self {
+        ClauseBatches {
+            samples: sums.samples.to_vec(),
+            beyond: vec![],
+            sums_ms: sums.sums.to_vec(),
+        }
+    }
+
+    pub fn total_samples(&self) -> u64 {
+        self.samples.iter().sum()
+    }
 }
 
 /// What a run showed of one SLO, gathered call by call as the journal
@@ -377,6 +417,7 @@ fn judge_clause<'v>(
                 samples: n,
                 failed: *failed,
                 inflation,
+                batches: Some(ClauseBatches::of_counts(beyond)),
                 ..ClauseVerdict::default()
             }
         }
@@ -401,6 +442,7 @@ fn judge_clause<'v>(
                 limit_ms: Some(limit_ms),
                 samples: sums.samples.iter().sum(),
                 inflation: 1.0,
+                batches: Some(ClauseBatches::of_sums(sums)),
                 ..ClauseVerdict::default()
             }
         }
@@ -422,6 +464,7 @@ fn judge_clause<'v>(
                 samples: n,
                 failed: hits,
                 inflation,
+                batches: Some(ClauseBatches::of_counts(failed)),
                 ..ClauseVerdict::default()
             }
         }

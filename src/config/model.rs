@@ -762,6 +762,11 @@ pub struct OpenSpec {
     pub frontier: Vec<f64>,
 }
 
+/// The confidence of a Cr_open range unless `search ... confidence=` says.
+pub fn default_range_confidence() -> Fraction {
+    Fraction(0.9)
+}
+
 fn default_confidence() -> Fraction {
     Fraction(crate::stats::interval::DEFAULT_CONFIDENCE)
 }
@@ -853,11 +858,15 @@ impl Arrival {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum RateSelection {
-    /// `search min=0.5 max=64 precision="5%"`: find Cr_open per SLO.
+    /// `search min=0.5 max=64 precision="5%"`: find Cr_open per SLO, to
+    /// within ±precision of the estimate, its range at `confidence`
+    /// (`confidence="90%"`, the default).
     Search {
         min: RatePerS,
         max: RatePerS,
         precision: Fraction,
+        #[serde(default = "default_range_confidence")]
+        confidence: Fraction,
     },
     /// `rates 1 2 4 8`: an explicit grid (Cr_open = best passing grid rate).
     Grid { rates: Vec<RatePerS> },
@@ -872,6 +881,27 @@ pub struct SizingSpec {
     pub headroom: Fraction,
     /// Extra replicas for failover / rolling updates; default 0.
     pub spares: u32,
+    /// `cr-open "estimate"`: size `rps=` targets on Cr_open's estimate
+    /// instead of its promise (the range's lower end, the default).
+    #[serde(default, skip_serializing_if = "CrOpenUse::is_promise")]
+    pub cr_open: CrOpenUse,
+}
+
+/// Which figure of Cr_open sizes a fleet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrOpenUse {
+    /// The range's lower end: what the runs support at the card's confidence.
+    #[default]
+    Promise,
+    /// The point estimate: as likely above the truth as below.
+    Estimate,
+}
+
+impl CrOpenUse {
+    pub fn is_promise(&self) -> bool {
+        *self == CrOpenUse::Promise
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

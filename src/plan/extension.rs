@@ -89,6 +89,39 @@ pub fn longest_open_run(open: &OpenPlan, experiment: &Experiment) -> Option<RunP
     }
 }
 
+/// The runs a Cr_open search's default budget pays for, at the length of
+/// its run at the geometric middle of `min` and `max`: the bracketing (3–4
+/// runs from the closed sweep's estimate) and about eight runs placed
+/// around the crossing.
+pub const SEARCH_BUDGET_RUNS: u32 = 12;
+
+/// Seconds a run takes as planned: its warmup and its measured time.
+pub fn planned_run_seconds(run: &RunPlan) -> f64 {
+    (run.warmup + planned_measured_time(run)).as_secs_f64()
+}
+
+/// The time a Cr_open search may spend on its runs, warmups included:
+/// `budget` of the `open` block, else [`SEARCH_BUDGET_RUNS`] × its run at
+/// the geometric middle of `min` and `max`. Zero for a grid (which has no
+/// search) and no open loop.
+pub fn search_budget(experiment: &Experiment, open: &OpenPlan) -> Duration {
+    let OpenPlan::Search {
+        min, max, template, ..
+    } = open
+    else {
+        return Duration::ZERO;
+    };
+    if let Some(budget) = experiment.open.as_ref().and_then(|o| o.budget) {
+        return budget;
+    }
+    let middle = super::run_at_rate_of(
+        template,
+        crate::quantity::RatePerS((min.0 * max.0).sqrt()),
+        experiment,
+    );
+    Duration::from_secs_f64(planned_run_seconds(&middle) * f64::from(SEARCH_BUDGET_RUNS))
+}
+
 /// The measured (and warmup) time one card's open runs may add by extending
 /// inconclusive rates: `budget` of the `open` block, else
 /// [`EXTENSION_FACTOR`] × the planned measured time of

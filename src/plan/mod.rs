@@ -29,7 +29,8 @@ pub use estimate::{
     ASSUMED_CALL_OVERHEAD_S, ASSUMED_S_PER_OUTPUT_TOKEN, PROFILE_TASKS, WallTime, WorkloadProfile,
 };
 pub use extension::{
-    DRAIN_ALLOWANCE, EXTENSION_FACTOR, extension_budget, extension_factor, planned_measured_time,
+    DRAIN_ALLOWANCE, EXTENSION_FACTOR, SEARCH_BUDGET_RUNS, extension_budget, extension_factor,
+    planned_measured_time, planned_run_seconds, search_budget,
 };
 pub use samples::*;
 pub use table::render_table;
@@ -325,6 +326,27 @@ impl RunPlan {
     }
 }
 
+impl RunPlan {
+    /// The `v`-th visit of this run's rate by a Cr_open search (1-based):
+    /// the first is the run itself, a later one has its own id
+    /// (`<id>--v2`) and request stream, like a repetition, but stays the
+    /// repetition it was (a revisit adds samples to the fit; it is not a
+    /// `repeat`).
+    pub fn visit_of(&self, v: u32) -> RunPlan {
+        if v <= 1 {
+            return self.clone();
+        }
+        RunPlan {
+            id: format!("{}--v{v}", self.id),
+            seed: mix(self.seed, VISIT_STREAM ^ u64::from(v)),
+            ..self.clone()
+        }
+    }
+}
+
+/// Mixed into a revisit's seed (see [`RunPlan::visit_of`]).
+const VISIT_STREAM: u64 = 0x5649_5349_5400; // "VISIT"
+
 /// Every repetition of `runs`, repetition by repetition (the whole sweep or
 /// grid once, then again), so drift over time shows as spread rather than
 /// as a difference between levels.
@@ -562,6 +584,7 @@ fn card_plan(experiment: &Experiment, target: &str, subject: &Subject) -> CardPl
                     min,
                     max,
                     precision,
+                    ..
                 } => {
                     let max_runs = search_max_runs(*min, *max, *precision, slos.len());
                     let bounds = frontier_bounds(experiment);
@@ -749,6 +772,7 @@ mod tests {
                     min: RatePerS(0.5),
                     max: RatePerS(64.0),
                     precision: Fraction(0.05),
+                    confidence: Fraction(0.9),
                 },
                 StopRule::Duration(Duration::from_secs(120)),
                 Duration::from_secs(15),

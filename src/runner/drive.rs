@@ -102,63 +102,86 @@ pub(super) async fn drive(
                     .and_then(|spec| analyze::knee::cr_closed(&closed, &spec.knee));
                 let start = analyze::search::start_estimate(&closed, knee.as_ref());
                 let slo_names: Vec<String> = card.slos.clone();
-                let mut search =
-                    analyze::search::Search::new(min.0, max.0, precision.0, start, slo_names);
-                // From the search's longest run: the one at `min`, which
-                // is lengthened most for samples.
-                let mut budget = Budget::of(experiment, &card.open);
+                let confidence =
+                    experiment
+                        .open
+                        .as_ref()
+                        .map_or(analyze::cr_open::DEFAULT_CONFIDENCE, |o| match o.rates {
+                            config::RateSelection::Search { confidence, .. } => confidence.0,
+                            config::RateSelection::Grid { .. } => {
+                                analyze::cr_open::DEFAULT_CONFIDENCE
+                            }
+                        });
+                let budget_s = plan::search_budget(experiment, &card.open).as_secs_f64();
+                let mut search = analyze::search::Search::new(
+                    min.0,
+                    max.0,
+                    precision.0,
+                    confidence,
+                    start,
+                    slo_names,
+                    Some(budget_s),
+                );
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
                 // The card's open runs so far, for the frontier phase.
                 let mut open: Vec<RunSummary> = Vec::new();
+                // How often each rate was visited: a revisit is one more
+                // repetition of the rate (its own id and request stream),
+                // and its samples add to the fit.
+                let mut visits: BTreeMap<String, u32> = BTreeMap::new();
                 let mut pruned = false;
                 while let Some(rate) = search.next_rate() {
                     if cancel.is_cancelled() {
                         return Ok(());
                     }
                     let first = plan::run_at_rate_of(template, config::RatePerS(rate), experiment);
-                    let wanted = search.unresolved();
-                    // `repeat N`: every repetition of the rate, then one
-                    // verdict per SLO for the rate (a pass only if all pass).
-                    let mut verdicts: Vec<BTreeMap<String, analyze::Verdict>> = Vec::new();
+                    let cost_s = plan::planned_run_seconds(&first);
+                    if !search.affords(cost_s * f64::from(repeat)) {
+                        let _ = writeln!(
+                            log,
+                            "  the search's budget is spent ({} of {}): Cr_open is fitted from the runs made",
+                            crate::format::duration_secs(search.spent_s()),
+                            crate::format::duration_secs(budget_s)
+                        );
+                        break;
+                    }
+                    let visit = visits.entry(first.id.clone()).or_insert(0);
+                    *visit += 1;
+                    let first = first.visit_of(*visit);
+                    let mut made = Vec::new();
                     for r in 1..=repeat {
                         let run = first.repetition_of(r);
                         let journal =
                             execute(folder, target, workload, &run, invocation, &options, log)
                                 .await?;
-                        let mut summary = summarize(folder, &run, &journal, experiment)?;
+                        let summary = summarize(folder, &run, &journal, experiment)?;
                         if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
                             return Ok(());
                         }
-                        // Inconclusive for an SLO the search still needs:
-                        // extend the rate (once, within the budget) rather
-                        // than guess.
-                        if analyze::search::needs_extension(&summary, &wanted) {
-                            let ext = (folder, target, workload, invocation, &options);
-                            if let Some(longer) =
-                                extend(ext, &run, &summary, &mut budget, experiment, cancel, log)
-                                    .await?
-                            {
-                                summary = longer;
+                        made.push(analyze::cr_open::evidence_of(&summary).unwrap_or_else(|| {
+                            analyze::cr_open::RunEvidence {
+                                run_id: summary.run_id.clone(),
+                                rate_rps: rate,
+                                realized_rps: rate,
+                                censored: None,
+                                slos: vec![],
                             }
-                            if cancel.is_cancelled() {
-                                refresh(folder, experiment, full_plan, &templates)?;
-                                return Ok(());
-                            }
-                        }
-                        verdicts.push(analyze::search::verdicts_of(&summary));
+                        }));
                         open.push(summary);
                         refresh(folder, experiment, full_plan, &templates)?;
                     }
-                    search.record(rate, &analyze::search::combine_repetitions(&verdicts));
+                    for evidence in made {
+                        search.record(evidence, cost_s);
+                    }
                     // `tune`: this setting cannot beat the best any more.
                     if let Some((slo, best_low)) = invocation.prune_at_or_below
-                        && let (_, Some(failed)) = search.bracket(slo)
-                        && failed <= best_low
+                        && let Some(high) = search.fit(slo).range[1]
+                        && high <= best_low
                     {
                         let _ = writeln!(
                             log,
-                            "  tune: {slo} failed at {} req/s, at or below the best setting's {} req/s: this setting is pruned",
-                            crate::format::significant(failed),
+                            "  tune: {slo}'s Cr_open is below {} req/s, at or below the best setting's {} req/s: this setting is pruned",
+                            crate::format::significant(high),
                             crate::format::significant(best_low)
                         );
                         pruned = true;

@@ -159,16 +159,30 @@ impl BatchSums {
 /// interval's `confidence`. Fewer than 2 non-empty batches, or no
 /// variation: 1.
 pub fn variance_inflation(samples: &[u64], sums: &[f64], confidence: f64) -> f64 {
+    let batches = samples.iter().filter(|&&s| s > 0).count();
+    let Some(ratio) = batch_means_ratio(samples, sums) else {
+        return 1.0;
+    };
+    let b = batches as f64;
+    let upper = 1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0;
+    let small_sample = (t_quantile(upper, b - 1.0) / normal_quantile(upper)).powi(2);
+    (ratio * small_sample).max(1.0)
+}
+
+/// The batch-means variance of an indicator's overall fraction over its
+/// binomial variance `p(1 − p)/n`, unscaled and unfloored; `None` with
+/// fewer than 2 non-empty batches or no variation.
+pub fn batch_means_ratio(samples: &[u64], sums: &[f64]) -> Option<f64> {
     let n: u64 = samples.iter().sum();
     let batches = samples.iter().filter(|&&s| s > 0).count();
     if n == 0 || batches < 2 {
-        return 1.0;
+        return None;
     }
     let n = n as f64;
     let p = sums.iter().sum::<f64>() / n;
     let independent = p * (1.0 - p) / n;
     if independent <= 0.0 || !independent.is_finite() {
-        return 1.0;
+        return None;
     }
     let b = batches as f64;
     let spread: f64 = samples
@@ -178,9 +192,7 @@ pub fn variance_inflation(samples: &[u64], sums: &[f64], confidence: f64) -> f64
         .map(|(&s, &sum)| (sum - p * s as f64).powi(2))
         .sum();
     let batch_means = b / (b - 1.0) * spread / (n * n);
-    let upper = 1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0;
-    let small_sample = (t_quantile(upper, b - 1.0) / normal_quantile(upper)).powi(2);
-    (batch_means / independent * small_sample).max(1.0)
+    Some(batch_means / independent)
 }
 
 /// 1-based ranks of an order-statistic interval; `None` = unbounded there.

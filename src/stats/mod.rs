@@ -6,6 +6,7 @@
 //! of observed values ([`median_of_sorted`]) and, in [`interval`], the
 //! confidence intervals and verdicts built on them.
 
+pub mod crossing;
 pub mod interval;
 
 use std::collections::BTreeMap;

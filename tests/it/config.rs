@@ -1035,6 +1035,7 @@ fn validate_checks_mixes_of_experiments_built_in_code() {
         }],
         headroom: config::Fraction(0.3),
         spares: 0,
+        cr_open: config::CrOpenUse::Promise,
     });
     let err = config::validate(&experiment).unwrap_err();
     let messages: Vec<&str> = err.diagnostics().iter().map(|d| d.message()).collect();

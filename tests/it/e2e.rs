@@ -470,8 +470,8 @@ fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
 
 /// `frontier 0.5 2` after a coarse search (25%): the tiny sim's E2E p50
 /// rises from ~170 ms to ~270 ms, then the replica overloads near 16 rps.
-/// No extensions (`budget "0s"`), so the search's rates follow from the
-/// recorded verdicts alone.
+/// The search's rates follow from the recorded runs alone (its budget,
+/// 12 s, is ten of its runs).
 const FRONTIER: &str = r#"
 experiment "e2e-frontier" {
     seed 5
@@ -491,14 +491,14 @@ open {
     search min=2 max=64 precision="25%"
     duration "1s"
     warmup "200ms"
-    budget "0s"
+    budget "12s"
     frontier 0.5 2
 }
 "#;
 
 #[test]
 fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
-    use capcard::analyze::search::{Search, verdicts_of};
+    use capcard::analyze::search::Search;
 
     let (tmp, file) = experiment_file("frontier.kdl", FRONTIER);
     let out = tmp.path().join("results");
@@ -517,17 +517,22 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
 
     // The search alone, replayed on the recorded verdicts, asks for some of
     // the rates; the others are the frontier phase's.
-    let mut search = Search::new(2.0, 64.0, 0.25, None, vec!["chat".into()]);
-    let mut searched = Vec::new();
-    while let Some(rate) = search.next_rate() {
-        let run = card
-            .open
-            .iter()
-            .find(|r| r.rate_rps == Some(rate))
-            .unwrap_or_else(|| panic!("the search's {rate} rps was not run: {rates:?}"));
-        search.record(rate, &verdicts_of(run));
-        searched.push(rate);
-    }
+    let mut search = Search::new(2.0, 64.0, 0.25, 0.9, None, vec!["chat".into()], Some(12.0));
+    let searched: Vec<f64> = crate::support::drive_search(
+        &mut search,
+        |_| 1.2,
+        |rate, visit| {
+            card.open
+                .iter()
+                .filter(|r| r.rate_rps == Some(rate))
+                .nth(visit as usize - 1)
+                .cloned()
+                .unwrap_or_else(|| panic!("the search's {rate} rps was not run: {rates:?}"))
+        },
+    )
+    .iter()
+    .filter_map(|r| r.rate_rps)
+    .collect();
     let extra: Vec<f64> = rates
         .iter()
         .copied()

@@ -5,6 +5,7 @@
 mod cli;
 mod config;
 mod context;
+mod cr_open_coverage;
 mod data;
 mod dialects;
 mod diff;
@@ -15,6 +16,7 @@ mod erlang_c;
 mod examples;
 mod init;
 mod mix;
+mod mmc;
 mod profile;
 mod report;
 mod settings;

@@ -17,7 +17,6 @@
 //! mix card names what limits it.
 
 use capcard::analyze::card::build_mix_card;
-use capcard::analyze::search::verdicts_of;
 use capcard::analyze::summary::summarize_judged;
 use capcard::analyze::{RunSummary, Search, Verdict};
 use capcard::config::{Experiment, RatePerS, Workload};
@@ -26,7 +25,7 @@ use capcard::plan::{self, Load, OpenPlan, RunPlan};
 use capcard::workload::ClassedGenerator;
 use capcard::workload::classes::ClassStream;
 
-use crate::support::build;
+use crate::support::{build, drive_search};
 
 const SHORT_MS: f64 = 50.0;
 const LONG_MS: f64 = 500.0;
@@ -144,15 +143,16 @@ fn search(experiment: &Experiment) -> (plan::MixPlan, Vec<RunSummary>) {
         panic!("the mix searches");
     };
     let confidence = experiment.open.as_ref().expect("open").confidence.0;
-    let mut search = Search::new(1.0, 16.0, 0.02, Some(4.0), card.slos.clone());
-    let mut runs = Vec::new();
-    while let Some(rate) = search.next_rate() {
-        let run = plan::run_at_rate_of(template, RatePerS(rate), experiment);
-        let journal = simulate(experiment, &run);
-        let summary = summarize_judged(&journal, &experiment.slos, &[], confidence);
-        search.record(rate, &verdicts_of(&summary));
-        runs.push(summary);
-    }
+    let mut search = Search::new(1.0, 16.0, 0.05, 0.9, Some(4.0), card.slos.clone(), None);
+    let runs = drive_search(
+        &mut search,
+        |_| 0.0,
+        |rate, visit| {
+            let run = plan::run_at_rate_of(template, RatePerS(rate), experiment).visit_of(visit);
+            let journal = simulate(experiment, &run);
+            summarize_judged(&journal, &experiment.slos, &[], confidence)
+        },
+    );
     (mix, runs)
 }
 

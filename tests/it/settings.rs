@@ -89,7 +89,7 @@ fn tune_names_the_grids_best_setting_with_fewer_runs() {
 fn launched(port: u16, launch_prefix: &str, vary: &str, open: bool) -> String {
     let capcard = binary();
     let open = if open {
-        r#"open { search min=5 max=80 precision="30%"; duration "2s"; warmup "200ms"; budget "0s"; }"#
+        r#"open { search min=5 max=80 precision="30%"; duration "2s"; warmup "200ms"; budget "11s"; }"#
     } else {
         ""
     };

@@ -69,7 +69,7 @@ open {{
     {open}
     duration "3s"
     warmup "300ms"
-    budget "0s"
+    budget "20s"
 }}
 "#
     )

@@ -212,6 +212,41 @@ pub async fn overload_tiny(
 /// The few HTTP verbs the tests speak to servers, on capcard's own client
 /// (the one every probe and scrape uses), in the builder style tests read
 /// easily.
+/// A Cr_open search driven as `capcard run` drives it: each rate it asks
+/// for, while `cost_s` of the run still fits the budget, becomes the
+/// `visit`-th run at that rate (1-based) through `run`, recorded with its
+/// evidence; the runs, in order.
+pub fn drive_search(
+    search: &mut capcard::analyze::Search,
+    cost_s: impl Fn(f64) -> f64,
+    mut run: impl FnMut(f64, u32) -> capcard::analyze::RunSummary,
+) -> Vec<capcard::analyze::RunSummary> {
+    let mut runs: Vec<capcard::analyze::RunSummary> = Vec::new();
+    let mut visits: Vec<(f64, u32)> = Vec::new();
+    while let Some(rate) = search.next_rate() {
+        let cost = cost_s(rate);
+        if !search.affords(cost) {
+            break;
+        }
+        let visit = match visits.iter_mut().find(|v| v.0 == rate) {
+            Some(v) => {
+                v.1 += 1;
+                v.1
+            }
+            None => {
+                visits.push((rate, 1));
+                1
+            }
+        };
+        let summary = run(rate, visit);
+        let evidence = capcard::analyze::cr_open::evidence_of(&summary).expect("an open run");
+        search.record(evidence, cost);
+        runs.push(summary);
+        assert!(runs.len() <= 200, "the search does not end");
+    }
+    runs
+}
+
 pub mod web {
     use bytes::Bytes;
     use capcard::exec::{HttpClient, HttpError, Streaming};

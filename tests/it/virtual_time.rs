@@ -34,7 +34,7 @@ open {
     search min=1 max=100 precision="20%"
     duration "4s"
     warmup "300ms"
-    budget "20s"
+    budget "30s"
 }
 "#;
 
@@ -124,15 +124,17 @@ pub fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
             r.concurrency
         );
     }
-    let rps = |c: &capcard::analyze::Card| c.cr_open.first().and_then(|o| o.rps);
-    let (r, v) = (
-        rps(real).expect("real Cr_open"),
-        rps(virt).expect("virtual Cr_open"),
-    );
-    // Within the search's precision (20%), either way.
+    // Cr_open: two measurements of one replica, each with its 90% range;
+    // they agree when the ranges overlap (an open end reaches on).
+    let range = |c: &capcard::analyze::Card| {
+        let o = c.cr_open.first().expect("Cr_open");
+        assert!(o.rps.is_some(), "Cr_open not placed: {o:?}");
+        [o.range[0].unwrap_or(0.0), o.range[1].unwrap_or(f64::INFINITY)]
+    };
+    let (r, v) = (range(real), range(virt));
     assert!(
-        (r - v).abs() <= 0.2 * r.max(v),
-        "Cr_open {r} real, {v} virtual"
+        r[0] <= v[1] && v[0] <= r[1],
+        "Cr_open ranges {r:?} real, {v:?} virtual"
     );
 }
 

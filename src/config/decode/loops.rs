@@ -511,9 +511,9 @@ impl Decoder {
     }
 
     fn search(&mut self, node: &KdlNode) -> Option<RateSelection> {
-        let usage = "search min=0.5 max=64 precision=\"5%\"";
+        let usage = "search min=0.5 max=64 precision=\"5%\" confidence=\"90%\"";
         self.no_children(node, usage);
-        let entries = self.entries(node, 0, &["min", "max", "precision"], usage);
+        let entries = self.entries(node, 0, &["min", "max", "precision", "confidence"], usage);
         let bound = |decoder: &mut Decoder, name: &str| match entries.prop(name) {
             Some(entry) => decoder.number(entry, name, usage),
             None => {
@@ -527,15 +527,25 @@ impl Decoder {
             Some(entry) => self.fraction(entry, "precision"),
             None => Some(Fraction(0.05)),
         };
+        let confidence = match entries.prop("confidence") {
+            Some(entry) => self.fraction(entry, "confidence"),
+            None => Some(crate::config::model::default_range_confidence()),
+        };
         let (min, max) = (RatePerS(min?), RatePerS(max?));
         // Check the bounds even when `precision` was malformed (already reported).
         let checked_precision = precision.unwrap_or(Fraction(0.05));
-        let bounds_ok = self.issues(node, rules::check_search(min, max, checked_precision));
-        let precision = precision?;
+        let checked_confidence =
+            confidence.unwrap_or(crate::config::model::default_range_confidence());
+        let bounds_ok = self.issues(
+            node,
+            rules::check_search(min, max, checked_precision, checked_confidence),
+        );
+        let (precision, confidence) = (precision?, confidence?);
         bounds_ok.then_some(RateSelection::Search {
             min,
             max,
             precision,
+            confidence,
         })
     }
 

@@ -6,10 +6,10 @@ use kdl::KdlNode;
 
 use super::{Decoder, Names, Once, children, span_of_name, value_span};
 use crate::config::diag::backticked;
-use crate::config::model::{Fraction, RatePerS, SizingSpec, SizingTarget};
+use crate::config::model::{CrOpenUse, Fraction, RatePerS, SizingSpec, SizingTarget};
 use crate::config::validate::{self as rules, At};
 
-const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares"];
+const SIZING_CHILDREN: &[&str] = &["target", "headroom", "spares", "cr-open"];
 
 impl Decoder {
     pub(super) fn sizing(&mut self, node: &KdlNode, names: &Names) -> Option<SizingSpec> {
@@ -23,10 +23,13 @@ impl Decoder {
         let mut targets = Vec::new();
         let mut headroom = Fraction(0.3);
         let mut spares = 0;
+        let mut cr_open = CrOpenUse::Promise;
         let mut ok = true;
         for child in children(node) {
             let child_name = child.name().value();
-            if matches!(child_name, "headroom" | "spares") && !self.once(&mut once, child) {
+            if matches!(child_name, "headroom" | "spares" | "cr-open")
+                && !self.once(&mut once, child)
+            {
                 ok = false;
                 continue;
             }
@@ -42,6 +45,26 @@ impl Decoder {
                     self.single(child, usage)
                         .and_then(|e| self.whole(e, "spares", usage, u32::MAX as u64))
                         .map(|s| spares = s as u32)
+                }
+                "cr-open" => {
+                    let usage = "cr-open \"promise\"   // or \"estimate\"";
+                    let chosen = self.single(child, usage).and_then(|e| match e.value().as_string() {
+                        Some("promise") => Some(CrOpenUse::Promise),
+                        Some("estimate") => Some(CrOpenUse::Estimate),
+                        _ => {
+                            self.error(
+                                value_span(e),
+                                "not promise or estimate",
+                                "`cr-open` is \"promise\" (the range's lower end) or \"estimate\"",
+                                Some(
+                                    "sizing divides by Cr_open's promise unless `cr-open \"estimate\"` says otherwise"
+                                        .to_string(),
+                                ),
+                            );
+                            None
+                        }
+                    });
+                    chosen.map(|c| cr_open = c)
                 }
                 _ => {
                     self.unknown_node(child, Some(node), SIZING_CHILDREN);
@@ -63,6 +86,7 @@ impl Decoder {
             targets,
             headroom,
             spares,
+            cr_open,
         })
     }
 

@@ -369,7 +369,11 @@ fn loops(experiment: &Experiment, problems: &mut Problems) {
                 min,
                 max,
                 precision,
-            } => report("open, search".into(), check_search(*min, *max, *precision)),
+                confidence,
+            } => report(
+                "open, search".into(),
+                check_search(*min, *max, *precision, *confidence),
+            ),
             RateSelection::Grid { rates } => report("open, rates".into(), check_rate_grid(rates)),
         }
         report("open".into(), check_stop(&open.stop));

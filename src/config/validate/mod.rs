@@ -195,12 +195,15 @@ mod tests {
 
     #[test]
     fn search_bounds() {
-        assert!(check_search(RatePerS(0.5), RatePerS(64.0), Fraction(0.05)).is_empty());
-        let equal = check_search(RatePerS(8.0), RatePerS(8.0), Fraction(0.05));
+        assert!(
+            check_search(RatePerS(0.5), RatePerS(64.0), Fraction(0.05), Fraction(0.9)).is_empty()
+        );
+        let equal = check_search(RatePerS(8.0), RatePerS(8.0), Fraction(0.05), Fraction(0.9));
         assert_eq!(equal.len(), 1);
         assert_eq!(equal[0].at, prop("max"));
-        let zero = check_search(RatePerS(0.0), RatePerS(8.0), Fraction(1.0));
-        assert_eq!(zero.len(), 2);
+        let zero = check_search(RatePerS(0.0), RatePerS(8.0), Fraction(1.0), Fraction(0.2));
+        assert_eq!(zero.len(), 3);
+        assert_eq!(zero[2].at, prop("confidence"));
     }
 
     #[test]
@@ -379,6 +382,7 @@ mod tests {
                 }],
                 headroom: Fraction(1.0),
                 spares: 0,
+                cr_open: crate::config::CrOpenUse::Promise,
             }),
             sweeps: Vec::new(),
             base_dir: None,

@@ -223,8 +223,14 @@ pub(crate) fn check_rate_grid(rates: &[RatePerS]) -> Vec<Issue> {
     issues
 }
 
-/// `search min= max= precision=`: 0 < min < max, precision in (0, 1).
-pub(crate) fn check_search(min: RatePerS, max: RatePerS, precision: Fraction) -> Vec<Issue> {
+/// `search min= max= precision= confidence=`: 0 < min < max, precision in
+/// (0, 1), confidence in [50%, 99.9%].
+pub(crate) fn check_search(
+    min: RatePerS,
+    max: RatePerS,
+    precision: Fraction,
+    confidence: Fraction,
+) -> Vec<Issue> {
     let mut issues = Vec::new();
     if !min.0.is_finite() || min.0 <= 0.0 {
         issues.push(Issue::new(
@@ -244,7 +250,19 @@ pub(crate) fn check_search(min: RatePerS, max: RatePerS, precision: Fraction) ->
     if !(precision.0 > 0.0 && precision.0 < 1.0) {
         issues.push(
             Issue::new(prop("precision"), format!("search `precision` must be between 0% and 100% (exclusive), got {}", precision.0))
-                .help("the search stops when the pass/fail bracket is this narrow relative to the rate, e.g. precision=\"5%\""),
+                .help("the search stops when Cr_open's range is within this much of its estimate, e.g. precision=\"5%\""),
+        );
+    }
+    if !(0.5..=0.999).contains(&confidence.0) {
+        issues.push(
+            Issue::new(
+                prop("confidence"),
+                format!(
+                    "search `confidence` must be between 50% and 99.9%, got {}%",
+                    crate::format::significant(confidence.0 * 100.0)
+                ),
+            )
+            .help("the confidence of Cr_open's range, e.g. confidence=\"90%\" (the default)"),
         );
     }
     issues

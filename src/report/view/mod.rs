@@ -160,11 +160,28 @@ pub struct OpenPointView {
 #[derive(Debug, Clone, Serialize)]
 pub struct CrOpenView {
     pub slo: String,
-    /// `"reached"`, `"at_least"` (max of the search passed) or `"not_reached"`.
+    /// `"reached"`, `"at_least"` (no run bounds it from above) or
+    /// `"not_reached"`.
     pub status: String,
     pub rps: Option<f64>,
-    /// `[highest conclusive pass, lowest conclusive failure]`.
+    /// The fit's range at `confidence_pct` (a folder from before the fit:
+    /// `[highest conclusive pass, lowest conclusive failure]`).
     pub range: [Option<f64>; 2],
+    /// Cr_open comes from the model fitted across all runs (`false`: a
+    /// folder from before it, read by its verdicts).
+    pub fitted: bool,
+    /// `"fit"`, `"bracket"` (a cliff) or `"verdicts"`.
+    pub method: String,
+    /// `"90%"`: the confidence of `range`.
+    pub confidence_pct: Option<String>,
+    /// The range's lower end: what sizing uses by default.
+    pub promise: Option<f64>,
+    /// The clause whose crossing binds, in words (`"TTFT p90 ≤ 250 ms"`).
+    pub bound_by: Option<String>,
+    /// Every clause's crossing.
+    pub clauses: Vec<ClauseCrossingView>,
+    /// The runs (and their calls) the fit used.
+    pub runs: usize,
     pub inconclusive_rps: Vec<f64>,
     pub failed_at_rps: Option<f64>,
     pub failed_clauses: Vec<String>,
@@ -175,6 +192,25 @@ pub struct CrOpenView {
     /// The passing run at `rps`; `None` when its run is not in the report.
     pub at: Option<OpenPointView>,
     pub failed: Option<OpenPointView>,
+}
+
+/// One clause's crossing, for the card's table.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClauseCrossingView {
+    /// `"TTFT p90 ≤ 250 ms"`.
+    pub clause: String,
+    pub estimate: Option<f64>,
+    pub range: [Option<f64>; 2],
+    pub method: String,
+    pub binds: bool,
+    /// Runs that measured it, and their effective samples in all.
+    pub runs: usize,
+    pub effective_samples: f64,
+    /// The slope of the fitted curve (logits, or e-folds of the mean, per
+    /// e-fold of the rate).
+    pub slope: f64,
+    /// The model-free (isotonic) crossing, for a check by eye.
+    pub isotonic: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -524,6 +560,7 @@ fn find_run<'a>(card: &'a Card, run_id: Option<&str>) -> Option<&'a RunSummary> 
 
 fn cr_open_status(cr: &CrOpen) -> &'static str {
     match (cr.rps, cr.at_least) {
+        (_, true) if cr.promise().is_some() => "at_least",
         (None, _) => "not_reached",
         (Some(_), true) => "at_least",
         (Some(_), false) => "reached",
@@ -747,7 +784,16 @@ fn sizing_views(card: &Card, modes: &ModeTags) -> Vec<SizingView> {
         .iter()
         .map(|row| {
             let (uses, mode) = match row.uses.strip_prefix("cr_open:") {
-                Some(slo) => (format!("Cr_open {slo}"), modes.open.clone()),
+                Some(rest) => {
+                    let words = match rest.rsplit_once(':') {
+                        Some((slo, "promise")) => {
+                            format!("Cr_open {slo}, its promise (the range's lower end)")
+                        }
+                        Some((slo, "estimate")) => format!("Cr_open {slo}, its estimate"),
+                        _ => format!("Cr_open {rest}"),
+                    };
+                    (words, modes.open.clone())
+                }
                 None if row.uses == "cr_closed" => ("Cr_closed".to_string(), modes.closed.clone()),
                 None => (row.uses.clone(), "—".to_string()),
             };
@@ -916,6 +962,32 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
                 .collect(),
             precision_reached: cr.precision_reached,
             note: cr.note.clone(),
+            fitted: matches!(cr.method.as_deref(), Some("fit" | "bracket")),
+            method: cr.method.clone().unwrap_or_else(|| "verdicts".to_string()),
+            confidence_pct: cr
+                .confidence
+                .map(|c| format!("{}%", crate::format::significant(c * 100.0))),
+            promise: cr.promise(),
+            bound_by: cr
+                .bound_by
+                .as_deref()
+                .map(crate::report::describe::stored_clause_words),
+            clauses: cr
+                .clauses
+                .iter()
+                .map(|c| ClauseCrossingView {
+                    clause: crate::report::describe::stored_clause_words(&c.label),
+                    estimate: c.estimate_rps,
+                    range: c.range,
+                    method: c.method.clone(),
+                    binds: cr.bound_by.as_ref() == Some(&c.label),
+                    runs: c.points.len(),
+                    effective_samples: c.points.iter().map(|p| p.effective_samples).sum(),
+                    slope: c.slope,
+                    isotonic: c.isotonic_rps,
+                })
+                .collect(),
+            runs: cr.clauses.first().map_or(0, |c| c.points.len()),
             at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
             failed: find_run(card, cr.failed_run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
         })
@@ -1337,6 +1409,7 @@ mod tests {
             failed_run_id: None,
             failed_clauses: vec!["TTFT p99".into()],
             limited_by: None,
+            ..CrOpen::default()
         }];
         let view = card_view(&report_with(card.clone()), &card);
         assert_eq!(

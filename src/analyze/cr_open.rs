@@ -1,0 +1,420 @@
+//! Cr_open from one model across all runs (pure): each open run's evidence
+//! per SLO clause ([`RunEvidence`], read from its summary), every clause's
+//! crossing fitted over all runs at once ([`crate::stats::crossing`]), and
+//! the SLO's Cr_open as the smallest crossing, with its range ([`fit`]).
+//! The search, the card, sizing, `diff` and `tune` read this one result;
+//! none of them re-derives a verdict.
+//!
+//! A run at a rate visited twice, a repetition and an extension are each
+//! one more point of the same fit: their samples add up. A run that could
+//! not keep up (overloaded, backlogged, invalid, capped by a quota) shows
+//! only that its rate is above the crossing: it is *censored*, caps the
+//! range and never bends the curve.
+
+use serde::{Deserialize, Serialize};
+
+use super::{RunState, RunSummary};
+use crate::stats::crossing::{self, Bound, Method, Observation, Point};
+use crate::stats::interval::{normal_quantile, proportion_interval};
+
+/// The confidence of the Cr_open range unless `search ... confidence=`
+/// says otherwise.
+pub const DEFAULT_CONFIDENCE: f64 = 0.9;
+
+/// One open run as the fit sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvidence {
+    pub run_id: String,
+    /// The rate asked for (tasks/s).
+    pub rate_rps: f64,
+    /// Arrivals scheduled in the measured window over its length: the
+    /// load the run really offered (a Poisson window's count strays ±7%
+    /// from its rate in a few hundred arrivals).
+    pub realized_rps: f64,
+    /// Why the run only shows that its rate is above the crossing
+    /// (`"overloaded"`, `"backlogged"`, `"invalid"`, `"rate-limited"`).
+    pub censored: Option<String>,
+    pub slos: Vec<SloObservations>,
+}
+
+/// One SLO's clauses on one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloObservations {
+    pub slo: String,
+    pub clauses: Vec<ClauseObservation>,
+}
+
+/// One clause on one run: what it allows and what the run showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClauseObservation {
+    /// `"ttft p90 ≤ 250ms"`.
+    pub label: String,
+    pub bound: Bound,
+    /// `None` when the run measured nothing for it.
+    pub observation: Option<Observation>,
+}
+
+impl RunEvidence {
+    fn clauses(&self, slo: &str) -> Option<&[ClauseObservation]> {
+        self.slos
+            .iter()
+            .find(|s| s.slo == slo)
+            .map(|s| &s.clauses[..])
+    }
+}
+
+/// The evidence of an open run, `None` for a closed run, or for one whose
+/// verdicts carry no batches (a folder written before the fit): such a
+/// folder's Cr_open comes from its verdicts.
+pub fn evidence_of(summary: &RunSummary) -> Option<RunEvidence> {
+    let rate_rps = summary.rate_rps?;
+    let realized_rps = match summary.offered {
+        Some(offered) if summary.window_s > 0.0 && offered > 0 => offered as f64 / summary.window_s,
+        _ => rate_rps,
+    };
+    let censored = if summary.invalid {
+        Some("invalid")
+    } else if summary.rate_limited_calls > 0 {
+        Some("rate-limited")
+    } else {
+        match summary.state {
+            RunState::Overloaded => Some("overloaded"),
+            RunState::Backlogged => Some("backlogged"),
+            RunState::Stable => None,
+        }
+    };
+    let mut slos = Vec::new();
+    for verdict in &summary.verdicts {
+        if verdict.clauses.is_empty() {
+            return None;
+        }
+        let mut clauses = Vec::new();
+        for clause in &verdict.clauses {
+            let batches = clause.batches.as_ref()?;
+            let bound = clause_bound(clause)?;
+            let observation = match bound {
+                Bound::Fraction(_) => {
+                    crossing::count_observation(&batches.samples, &batches.beyond)
+                }
+                Bound::Mean(_) => crossing::mean_observation(&batches.samples, &batches.sums_ms),
+            };
+            clauses.push(ClauseObservation {
+                label: clause.label.clone(),
+                bound,
+                observation,
+            });
+        }
+        slos.push(SloObservations {
+            slo: verdict.slo.clone(),
+            clauses,
+        });
+    }
+    Some(RunEvidence {
+        run_id: summary.run_id.clone(),
+        rate_rps,
+        realized_rps,
+        censored: censored.map(str::to_string),
+        slos,
+    })
+}
+
+/// What a judged clause allows: `1 − q` beyond the bound for a percentile,
+/// the limit for the error rate, the bound for a mean.
+fn clause_bound(clause: &super::ClauseVerdict) -> Option<Bound> {
+    if let Some(limit) = clause.limit_fraction {
+        return Some(Bound::Fraction(limit));
+    }
+    match clause.stat.as_deref() {
+        Some("mean") => clause.limit_ms.map(Bound::Mean),
+        Some(p) => {
+            let q: f64 = p.strip_prefix('p')?.parse().ok()?;
+            Some(Bound::Fraction(1.0 - q / 100.0))
+        }
+        None => None,
+    }
+}
+
+/// One clause's crossing over all runs (`cr_open[].clauses[]` in
+/// results.json).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClauseCrossing {
+    /// `"ttft p90 ≤ 250ms"`.
+    pub label: String,
+    /// Where the fitted model meets the bound, tasks/s; null when the runs
+    /// do not place it (all on one side).
+    pub estimate_rps: Option<f64>,
+    /// The range at the card's confidence; an end is null when no run
+    /// bounds it.
+    pub range: [Option<f64>; 2],
+    /// `"fit"`, `"bracket"` (a cliff the model does not fit) or `"none"`.
+    pub method: String,
+    /// The model's slope in ln(rate): logit of the fraction beyond the
+    /// bound, or ln of the mean.
+    pub slope: f64,
+    /// The Pearson dispersion the range was widened by (≥ 1).
+    pub dispersion: f64,
+    /// Where an isotonic (pool-adjacent-violators) fit crosses: the
+    /// model-free check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isotonic_rps: Option<f64>,
+    /// `"fraction"`: the runs show the fraction beyond the bound, allowed
+    /// up to `allowed`; `"mean_ms"`: the mean, allowed up to `allowed` ms.
+    pub scale: String,
+    pub allowed: f64,
+    /// What each run showed, for the chart.
+    pub points: Vec<ClausePoint>,
+}
+
+/// One run's showing of one clause.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClausePoint {
+    pub run_id: String,
+    /// The realized arrival rate.
+    pub rate_rps: f64,
+    /// The fraction beyond the bound, or the mean (ms).
+    pub value: f64,
+    /// Its interval at the card's confidence (effective samples).
+    pub low: f64,
+    pub high: f64,
+    /// Effective (independent-equivalent) samples.
+    pub effective_samples: f64,
+}
+
+/// An SLO's Cr_open from the fit: the smallest crossing over its clauses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloFit {
+    pub slo: String,
+    pub confidence: f64,
+    pub estimate_rps: Option<f64>,
+    pub range: [Option<f64>; 2],
+    /// `Fit` when the binding clause's model fitted, `Bracket` when it
+    /// fell back (a cliff, or a censored run below the fitted crossing).
+    pub method: Method,
+    /// The label of the clause that binds.
+    pub bound_by: Option<String>,
+    pub clauses: Vec<ClauseCrossing>,
+    /// Rates of the censored runs, and why.
+    pub censored: Vec<(f64, String)>,
+}
+
+impl SloFit {
+    /// The range's relative half-width around the estimate; `None` when
+    /// the estimate or an end is missing.
+    pub fn half_width(&self) -> Option<f64> {
+        let e = self.estimate_rps?;
+        let [Some(lo), Some(hi)] = self.range else {
+            return None;
+        };
+        Some(((e - lo) / e).max((hi - e) / e))
+    }
+}
+
+/// Cr_open of `slo` from every run in `runs` at `confidence`.
+pub fn fit(runs: &[RunEvidence], slo: &str, confidence: f64) -> SloFit {
+    let judged: Vec<(&RunEvidence, &[ClauseObservation])> = runs
+        .iter()
+        .filter_map(|r| Some((r, r.clauses(slo)?)))
+        .collect();
+    let censored: Vec<(f64, String)> = judged
+        .iter()
+        .filter_map(|(r, _)| Some((r.realized_rps, r.censored.clone()?)))
+        .collect();
+    let censored_rates: Vec<f64> = censored.iter().map(|c| c.0).collect();
+    let labels: Vec<(String, Bound)> = judged
+        .first()
+        .map(|(_, clauses)| clauses.iter().map(|c| (c.label.clone(), c.bound)).collect())
+        .unwrap_or_default();
+    let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let clauses: Vec<(ClauseCrossing, Method)> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, (label, bound))| {
+            let mut points = Vec::new();
+            let mut shown = Vec::new();
+            for (run, clauses) in &judged {
+                if run.censored.is_some() {
+                    continue;
+                }
+                let Some(observation) = clauses.get(i).and_then(|c| c.observation) else {
+                    continue;
+                };
+                points.push(Point {
+                    rate_per_s: run.realized_rps,
+                    observation,
+                });
+                shown.push(point_of(run, observation, z, confidence));
+            }
+            let found = crossing::crossing(&points, &censored_rates, *bound, confidence);
+            let (scale, allowed) = match bound {
+                Bound::Fraction(f) => ("fraction", *f),
+                Bound::Mean(m) => ("mean_ms", *m),
+            };
+            (
+                ClauseCrossing {
+                    label: label.clone(),
+                    estimate_rps: found.estimate_per_s,
+                    range: found.range_per_s,
+                    method: found.method.as_str().to_string(),
+                    slope: found.slope,
+                    dispersion: found.dispersion,
+                    isotonic_rps: found.isotonic_per_s,
+                    scale: scale.to_string(),
+                    allowed,
+                    points: shown,
+                },
+                found.method,
+            )
+        })
+        .collect();
+
+    // The SLO holds while every clause does: its crossing is the smallest.
+    // A clause with every run within its bound has no estimate and binds
+    // only through its lower end; one with every run beyond it has no
+    // lower end, and then neither has the SLO.
+    let binding = clauses
+        .iter()
+        .enumerate()
+        .min_by(|a, b| {
+            let key = |c: &ClauseCrossing| c.estimate_rps.or(c.range[1]).unwrap_or(f64::INFINITY);
+            key(&a.1.0).total_cmp(&key(&b.1.0))
+        })
+        .map(|(i, _)| i);
+    let low = if clauses.iter().any(|(c, _)| c.range[0].is_none()) {
+        None
+    } else {
+        clauses
+            .iter()
+            .filter_map(|(c, _)| c.range[0])
+            .min_by(f64::total_cmp)
+    };
+    let high = clauses
+        .iter()
+        .filter_map(|(c, _)| c.range[1])
+        .min_by(f64::total_cmp);
+    let estimate = binding
+        .and_then(|i| clauses[i].0.estimate_rps)
+        .and_then(|e| {
+            // Another clause with no estimate whose upper end is below it.
+            (high.is_none_or(|h| e <= h * (1.0 + 1e-12))).then_some(e)
+        });
+    let method = binding.map_or(Method::None, |i| clauses[i].1);
+    SloFit {
+        slo: slo.to_string(),
+        confidence,
+        estimate_rps: estimate,
+        range: [low.map(|l| estimate.map_or(l, |e| l.min(e))), high],
+        method,
+        bound_by: binding
+            .filter(|&i| clauses[i].0.estimate_rps.is_some() || clauses[i].0.range[1].is_some())
+            .map(|i| clauses[i].0.label.clone()),
+        clauses: clauses.into_iter().map(|(c, _)| c).collect(),
+        censored,
+    }
+}
+
+/// A run's showing of a clause with its interval, for the chart.
+fn point_of(run: &RunEvidence, observation: Observation, z: f64, confidence: f64) -> ClausePoint {
+    match observation {
+        Observation::Count {
+            samples,
+            beyond,
+            inflation,
+        } => {
+            let (low, high) =
+                proportion_interval(beyond.round() as u64, samples as u64, confidence, inflation);
+            ClausePoint {
+                run_id: run.run_id.clone(),
+                rate_rps: run.realized_rps,
+                value: beyond / samples,
+                low,
+                high,
+                effective_samples: samples / inflation.max(1.0),
+            }
+        }
+        Observation::Mean { mean, std_error } => ClausePoint {
+            run_id: run.run_id.clone(),
+            rate_rps: run.realized_rps,
+            value: mean,
+            low: (mean - z * std_error).max(0.0),
+            high: mean + z * std_error,
+            effective_samples: 0.0,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rate: f64, clauses: &[(f64, f64)], censored: Option<&str>) -> RunEvidence {
+        RunEvidence {
+            run_id: format!("r{rate}"),
+            rate_rps: rate,
+            realized_rps: rate,
+            censored: censored.map(str::to_string),
+            slos: vec![SloObservations {
+                slo: "s".into(),
+                clauses: clauses
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(allowed, fraction))| ClauseObservation {
+                        label: format!("c{i}"),
+                        bound: Bound::Fraction(allowed),
+                        observation: Some(Observation::Count {
+                            samples: 2000.0,
+                            beyond: (2000.0 * fraction).round(),
+                            inflation: 1.0,
+                        }),
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_smallest_crossing_binds() {
+        // c0 (p90) crosses near 10, c1 (p50) near 6.
+        let logistic = |r: f64, at: f64, p0: f64| {
+            1.0 / (1.0 + (-((p0 / (1.0 - p0)).ln() + 5.0 * (r / at).ln())).exp())
+        };
+        let runs: Vec<RunEvidence> = [4.0, 5.5, 6.5, 8.0, 11.0]
+            .iter()
+            .map(|&r| {
+                run(
+                    r,
+                    &[(0.1, logistic(r, 10.0, 0.1)), (0.5, logistic(r, 6.0, 0.5))],
+                    None,
+                )
+            })
+            .collect();
+        let fit = fit(&runs, "s", 0.9);
+        assert_eq!(fit.bound_by.as_deref(), Some("c1"));
+        let e = fit.estimate_rps.unwrap();
+        assert!((e - 6.0).abs() < 0.1, "{fit:?}");
+        assert!(fit.range[0].unwrap() < 6.0 && fit.range[1].unwrap() > 6.0);
+        assert!(fit.range[1].unwrap() < 10.0);
+        assert!(fit.half_width().unwrap() < 0.1);
+    }
+
+    #[test]
+    fn censored_runs_are_listed_and_cap_the_range() {
+        let runs = vec![
+            run(4.0, &[(0.1, 0.01)], None),
+            run(8.0, &[(0.1, 0.05)], None),
+            run(9.0, &[(0.1, 0.5)], Some("overloaded")),
+        ];
+        let fit = fit(&runs, "s", 0.9);
+        assert_eq!(fit.censored, vec![(9.0, "overloaded".to_string())]);
+        assert!(fit.range[1].unwrap() <= 9.0);
+        // The overloaded run is not a point of the fit.
+        assert_eq!(fit.clauses[0].points.len(), 2);
+    }
+
+    #[test]
+    fn an_slo_nobody_judged_has_nothing() {
+        let fit = fit(&[run(4.0, &[(0.1, 0.01)], None)], "other", 0.9);
+        assert_eq!(fit.estimate_rps, None);
+        assert_eq!(fit.range, [None, None]);
+        assert!(fit.clauses.is_empty());
+    }
+}

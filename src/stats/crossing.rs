@@ -1,0 +1,1125 @@
+//! Where one SLO clause crosses its bound, from every run at once (pure):
+//! a monotone model of the clause against the realized arrival rate,
+//! fitted to all runs, and a profile-likelihood range on the rate where the
+//! model meets the bound. `docs/measuring.md` ("Cr_open: one model across
+//! all runs") states the method and its assumptions for a reviewer;
+//! this is the code it describes.
+//!
+//! # The model
+//!
+//! - A **count** clause (a percentile bound, the error rate) is the
+//!   probability π(λ) that a sample exceeds the bound: "TTFT p90 ≤ 250 ms"
+//!   holds while π ≤ 10%. Each run contributes `beyond` of `samples`, worth
+//!   `samples / inflation` independent ones (batch means), at its realized
+//!   rate λ. The model is logistic in log λ:
+//!   `logit π = logit π₀ + b·(ln λ − θ)`, `b ≥ 0`, so θ = ln λ* is the
+//!   crossing itself and `b` how steep the tail rises there.
+//! - A **mean** clause is `ln mean = ln bound + b·(ln λ − θ)`, each run's
+//!   mean weighted by its batch-means standard error.
+//!
+//! # The fit and its range
+//!
+//! The profile deviance `D(θ) = min_b D(θ, b)` is scanned over θ; its
+//! minimum is the estimate, and the range is `{θ : D(θ) − D_min ≤ c·φ}`
+//! with `c = z²` of the two-sided confidence (2.71 at 90%): the profile
+//! likelihood interval, which, unlike a delta-method one, stays honest when
+//! the crossing is barely inside or outside the runs. `φ ≥ 1` is the
+//! Pearson dispersion of the fit when there are runs to estimate it:
+//! when the runs scatter more than their batch-means weights say (a model
+//! that bends, inflation underestimated), the range widens by as much.
+//!
+//! The fit is local: runs far from the estimate (bracketing runs at half or
+//! twice the rate) would bend a two-parameter curve; a tricube kernel in
+//! `ln λ` around the estimate keeps the nearest runs at full weight and
+//! fades the others (at least [`KERNEL_MIN_RATES`] distinct rates kept).
+//!
+//! # When the model does not hold
+//!
+//! - **A cliff** (a KV-cache wall, preemption): π jumps from near 0 to near
+//!   1 between two runs, the best slope runs off to its cap, and the
+//!   model says nothing between them. The crossing falls back to the
+//!   bracket between the runs on either side ([`Method::Bracket`]).
+//! - **Censored runs** (overloaded, backlogged, invalid): they show the
+//!   rate is above the crossing without a fraction to fit; they cap the
+//!   range's upper end, never bend the curve.
+//! - **One side only**: with every run below the bound, the range has no
+//!   upper end (`None`), with every run beyond it no lower end.
+
+use super::interval::{batch_means_ratio, normal_quantile};
+
+/// How a run saw one clause.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Observation {
+    /// `beyond` of `samples` exceeded the bound; consecutive samples are
+    /// correlated, and were worth `samples / inflation` independent ones.
+    Count {
+        samples: f64,
+        beyond: f64,
+        inflation: f64,
+    },
+    /// A mean and its (batch-means) standard error, in the bound's unit.
+    Mean { mean: f64, std_error: f64 },
+}
+
+/// One run's observation of a clause at its realized arrival rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub rate_per_s: f64,
+    pub observation: Observation,
+}
+
+/// What the clause allows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// The largest allowed fraction beyond the bound (1 − q for a
+    /// percentile, the error-rate limit).
+    Fraction(f64),
+    /// The largest allowed mean.
+    Mean(f64),
+}
+
+/// How the crossing was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The model fitted; estimate and range from its profile likelihood.
+    Fit,
+    /// The model did not fit (a cliff): the bracket between the runs on
+    /// either side; the estimate is its geometric middle.
+    Bracket,
+    /// Nothing to fit: no run measured the clause.
+    None,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Fit => "fit",
+            Method::Bracket => "bracket",
+            Method::None => "none",
+        }
+    }
+}
+
+/// The crossing of one clause.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Crossing {
+    /// The rate where the model meets the bound; `None` when the runs do not
+    /// place it (all on one side, with no end of the range).
+    pub estimate_per_s: Option<f64>,
+    /// The range at the asked confidence; an end is `None` when the runs do
+    /// not bound it on that side.
+    pub range_per_s: [Option<f64>; 2],
+    pub method: Method,
+    /// `b`: the model's slope in `ln λ` (logit or log-mean per log rate).
+    pub slope: f64,
+    /// The Pearson dispersion the range was widened by (≥ 1).
+    pub dispersion: f64,
+    /// The highest rate seen within the bound below every rate seen beyond
+    /// it, and the lowest beyond it (a censored run counts beyond): the
+    /// bracket the runs themselves show, by their point estimates.
+    pub bracket_per_s: [Option<f64>; 2],
+    /// Where a pool-adjacent-violators (isotonic) fit of the runs crosses
+    /// the bound, interpolated in `ln λ`: the model-free check of the
+    /// estimate.
+    pub isotonic_per_s: Option<f64>,
+}
+
+impl Crossing {
+    fn none() -> Crossing {
+        Crossing {
+            estimate_per_s: None,
+            range_per_s: [None, None],
+            method: Method::None,
+            slope: 0.0,
+            dispersion: 1.0,
+            bracket_per_s: [None, None],
+            isotonic_per_s: None,
+        }
+    }
+
+    /// The range's relative half-width around the estimate, `None` when an
+    /// end is open.
+    pub fn half_width(&self) -> Option<f64> {
+        let (e, [Some(lo), Some(hi)]) = (self.estimate_per_s?, self.range_per_s) else {
+            return None;
+        };
+        Some(((e - lo) / e).max((hi - e) / e))
+    }
+}
+
+/// The slope's cap: a logit rising by 10 within 1% of the rate. A fit that
+/// wants it steeper is a cliff.
+const SLOPE_CAP: f64 = 1000.0;
+/// A count clause's observation from a run's batches (`samples[j]` of
+/// which `beyond[j]` exceeded the bound). The inflation is the larger
+/// batch-means ratio of the batches as they are and of half as many,
+/// twice as long (adjacent pairs merged), at least 1: batches shorter
+/// than the queue's correlation time underestimate the variance, and
+/// longer ones see more of it. `None` without samples.
+pub fn count_observation(samples: &[u64], beyond: &[u64]) -> Option<Observation> {
+    let n: u64 = samples.iter().sum();
+    if n == 0 {
+        return None;
+    }
+    let hits: Vec<f64> = beyond.iter().map(|&b| b as f64).collect();
+    let (merged_samples, merged_hits) = merge_pairs(samples, &hits);
+    let inflation = [
+        batch_means_ratio(samples, &hits),
+        batch_means_ratio(&merged_samples, &merged_hits),
+    ]
+    .into_iter()
+    .flatten()
+    .fold(1.0, f64::max);
+    Some(Observation::Count {
+        samples: n as f64,
+        beyond: hits.iter().sum(),
+        inflation,
+    })
+}
+
+/// A mean clause's observation from a run's batches (`samples[j]` values
+/// summing to `sums[j]`): the mean, and its batch-means standard error, the
+/// larger of the batches as they are and merged in pairs. `None` with
+/// fewer than 20 samples or 2 non-empty batches.
+pub fn mean_observation(samples: &[u64], sums: &[f64]) -> Option<Observation> {
+    let n: u64 = samples.iter().sum();
+    let used = samples.iter().filter(|&&s| s > 0).count();
+    if n < super::interval::MIN_MEAN_SAMPLES || used < 2 {
+        return None;
+    }
+    let mean = sums.iter().sum::<f64>() / n as f64;
+    let std_error = |samples: &[u64], sums: &[f64]| -> Option<f64> {
+        let b = samples.iter().filter(|&&s| s > 0).count() as f64;
+        if b < 2.0 {
+            return None;
+        }
+        let spread: f64 = samples
+            .iter()
+            .zip(sums)
+            .filter(|(s, _)| **s > 0)
+            .map(|(&s, &sum)| (sum - mean * s as f64).powi(2))
+            .sum();
+        Some((b / (b - 1.0) * spread).sqrt() / n as f64)
+    };
+    let (merged_samples, merged_sums) = merge_pairs(samples, sums);
+    let std_error = [
+        std_error(samples, sums),
+        std_error(&merged_samples, &merged_sums),
+    ]
+    .into_iter()
+    .flatten()
+    .fold(0.0, f64::max);
+    Some(Observation::Mean { mean, std_error })
+}
+
+fn merge_pairs(samples: &[u64], sums: &[f64]) -> (Vec<u64>, Vec<f64>) {
+    (
+        samples.chunks(2).map(|c| c.iter().sum()).collect(),
+        sums.chunks(2).map(|c| c.iter().sum()).collect(),
+    )
+}
+
+/// Across the gap between the runs either side of the crossing, a fitted
+/// rise larger than this (in logits, or in ln of the mean: π from 0.6% to
+/// 69% around a 10% bound) is a cliff the runs do not resolve.
+const CLIFF_LOGITS: f64 = 6.0;
+/// Half a tricube kernel's support never narrower than this, in `ln λ`.
+const KERNEL_MIN_HALF_WIDTH: f64 = 0.405; // ln 1.5
+/// The kernel keeps at least this many distinct rates.
+pub const KERNEL_MIN_RATES: usize = 3;
+/// The most a run's hits (or misses, whichever are fewer) weigh its own
+/// inflation in the pooled one: past this, its batches show its bursts.
+const RELIABLE_HITS: f64 = 100.0;
+/// Whether a count clause's model has a curvature term (a quadratic in
+/// `ln λ`). Off: in the coverage simulations (`tests/it/cr_open_coverage.rs`)
+/// the straight logit, fitted locally, held the truth as often and with
+/// ranges half as wide; the third parameter cost more than the bend it
+/// caught.
+const QUADRATIC: bool = false;
+/// Points of the θ scan.
+const SCAN: usize = 480;
+
+/// The crossing of a clause from `points` (any order; several at one rate
+/// add up) and `censored_per_s` (rates of runs that could not keep up), at
+/// `confidence` (two-sided, e.g. 0.9).
+pub fn crossing(
+    points: &[Point],
+    censored_per_s: &[f64],
+    bound: Bound,
+    confidence: f64,
+) -> Crossing {
+    let data = Data::new(points, bound);
+    let lowest_censored = censored_per_s
+        .iter()
+        .copied()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .min_by(f64::total_cmp);
+    let bracket = data.bracket(lowest_censored);
+    let isotonic = data.isotonic_crossing();
+    if data.x.is_empty() {
+        return Crossing {
+            bracket_per_s: bracket,
+            range_per_s: [None, lowest_censored],
+            ..Crossing::none()
+        };
+    }
+    let z = normal_quantile(1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0);
+    let cut = z * z;
+
+    let x_min = data.x.iter().copied().fold(f64::INFINITY, f64::min);
+    let x_max = data.x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // Far enough out that an end the runs do not bound shows as open.
+    let (lo, hi) = (x_min - 1.5, x_max + 1.5);
+    let mut kernel = vec![1.0; data.x.len()];
+    let mut half_width = (x_max - x_min).max(KERNEL_MIN_HALF_WIDTH);
+    let mut profile = data.profile(&kernel, half_width, lo, hi);
+    for _ in 0..3 {
+        let Some(centre) = profile.best_theta() else {
+            break;
+        };
+        let (next, width) = data.kernel(centre);
+        if next == kernel {
+            break;
+        }
+        (kernel, half_width) = (next, width);
+        profile = data.profile(&kernel, half_width, lo, hi);
+    }
+    let Some(theta) = profile.best_theta() else {
+        return Crossing {
+            bracket_per_s: bracket,
+            isotonic_per_s: isotonic,
+            ..Crossing::none()
+        };
+    };
+    let shape = data.best_shape(&kernel, theta, half_width);
+    let slope = shape.slope;
+    let dispersion = data.dispersion(&kernel, theta, shape);
+    let allowed = cut * dispersion;
+    let [low, high] = profile.interval(allowed, |t| data.deviance(&kernel, t, half_width));
+    let cap = |r: Option<f64>| match (r, lowest_censored) {
+        (Some(r), Some(c)) => Some(r.min(c)),
+        (None, Some(c)) => Some(c),
+        (r, None) => r,
+    };
+    // A cliff: the fitted curve rises across the gap between the runs on
+    // either side by more than CLIFF_LOGITS, so where in the gap it crosses
+    // is the model's shape, not the runs' evidence.
+    let cliff = slope >= SLOPE_CAP * 0.5
+        || matches!(bracket, [Some(a), Some(b)] if slope * (b / a).ln() > CLIFF_LOGITS);
+    if cliff {
+        // The model says nothing between the two runs that show the jump.
+        let [b_lo, b_hi] = bracket;
+        let estimate = match (b_lo, b_hi) {
+            (Some(a), Some(b)) => Some((a * b).sqrt()),
+            _ => None,
+        };
+        return Crossing {
+            estimate_per_s: estimate,
+            range_per_s: [b_lo, b_hi],
+            method: Method::Bracket,
+            slope,
+            dispersion,
+            bracket_per_s: bracket,
+            isotonic_per_s: isotonic,
+        };
+    }
+    let estimate = theta.exp();
+    let range_low = low.map(f64::exp);
+    let range_high = cap(high.map(f64::exp));
+    // A censored run below the fitted crossing: the fit is contradicted by
+    // a run that could not keep up; the censored rate is the most the runs
+    // show.
+    let (estimate, method) = match lowest_censored {
+        Some(c) if c < estimate => (c, Method::Bracket),
+        _ => (estimate, Method::Fit),
+    };
+    // Runs on one side only: the other end would be the model's
+    // extrapolation, which the runs do not show.
+    if data.all_within() && lowest_censored.is_none() {
+        let highest = data.rate.iter().copied().fold(0.0, f64::max);
+        return Crossing {
+            estimate_per_s: None,
+            range_per_s: [range_low.map(|l| l.min(highest)), None],
+            method,
+            slope,
+            dispersion,
+            bracket_per_s: bracket,
+            isotonic_per_s: isotonic,
+        };
+    }
+    if data.all_beyond() {
+        let lowest = bracket[1].unwrap_or(f64::INFINITY);
+        return Crossing {
+            estimate_per_s: None,
+            range_per_s: [None, range_high.map(|h| h.min(lowest)).or(bracket[1])],
+            method,
+            slope,
+            dispersion,
+            bracket_per_s: bracket,
+            isotonic_per_s: isotonic,
+        };
+    }
+    Crossing {
+        estimate_per_s: Some(estimate),
+        range_per_s: [
+            range_low.map(|l| l.min(estimate)),
+            range_high.map(|h| h.max(estimate)),
+        ],
+        method,
+        slope,
+        dispersion,
+        bracket_per_s: bracket,
+        isotonic_per_s: isotonic,
+    }
+}
+
+/// The model's shape at the crossing: its slope in `ln λ` and a curvature.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Shape {
+    slope: f64,
+    curvature: f64,
+}
+
+/// `shape` within its bounds: slope in `[0, SLOPE_CAP]`, curvature within
+/// `±room·slope`.
+fn clamp_shape(shape: Shape, room: f64) -> Shape {
+    let slope = shape.slope.clamp(0.0, SLOPE_CAP);
+    let bound = room * slope;
+    Shape {
+        slope,
+        curvature: shape.curvature.clamp(-bound, bound),
+    }
+}
+
+/// The runs in fitting form: `x = ln λ`, and per point either effective
+/// counts or a log-mean with its variance.
+struct Data {
+    /// The rates as given, and their logarithms.
+    rate: Vec<f64>,
+    x: Vec<f64>,
+    /// Count clauses: effective samples and the fraction beyond.
+    weight: Vec<f64>,
+    /// Count clauses: each run's own batch-means inflation (before
+    /// pooling; see [`Data::pool_inflation`]).
+    inflation: Vec<f64>,
+    fraction: Vec<f64>,
+    /// Mean clauses: ln(mean / bound) and its variance.
+    log_ratio: Vec<f64>,
+    variance: Vec<f64>,
+    counts: bool,
+    /// logit π₀ (counts).
+    target_logit: f64,
+    target: f64,
+}
+
+impl Data {
+    fn new(points: &[Point], bound: Bound) -> Data {
+        let mut data = Data {
+            rate: vec![],
+            x: vec![],
+            weight: vec![],
+            inflation: vec![],
+            fraction: vec![],
+            log_ratio: vec![],
+            variance: vec![],
+            counts: matches!(bound, Bound::Fraction(_)),
+            target_logit: 0.0,
+            target: 0.0,
+        };
+        match bound {
+            Bound::Fraction(p0) => {
+                let p0 = p0.clamp(1e-9, 1.0 - 1e-9);
+                data.target = p0;
+                data.target_logit = (p0 / (1.0 - p0)).ln();
+            }
+            Bound::Mean(m) => data.target = m,
+        }
+        for p in points {
+            if !(p.rate_per_s.is_finite() && p.rate_per_s > 0.0) {
+                continue;
+            }
+            match (p.observation, bound) {
+                (
+                    Observation::Count {
+                        samples,
+                        beyond,
+                        inflation,
+                    },
+                    Bound::Fraction(_),
+                ) if samples > 0.0 => {
+                    data.rate.push(p.rate_per_s);
+                    data.x.push(p.rate_per_s.ln());
+                    data.weight.push(samples);
+                    data.inflation.push(inflation.max(1.0));
+                    data.fraction.push((beyond / samples).clamp(0.0, 1.0));
+                }
+                (Observation::Mean { mean, std_error }, Bound::Mean(m))
+                    if mean > 0.0 && m > 0.0 && std_error.is_finite() =>
+                {
+                    // Delta method: sd(ln mean) = se / mean, floored so that
+                    // one run with identical batches cannot take all weight.
+                    let sd = (std_error / mean).max(1e-3);
+                    data.rate.push(p.rate_per_s);
+                    data.x.push(p.rate_per_s.ln());
+                    data.log_ratio.push((mean / m).ln());
+                    data.variance.push(sd * sd);
+                }
+                _ => {}
+            }
+        }
+        data.pool_inflation();
+        data
+    }
+
+    /// Turns each count run's samples into effective samples, with an
+    /// inflation that does not depend on the run's own outcome.
+    ///
+    /// A run's own batch-means inflation is read from the same calls as its
+    /// fraction: a run whose tail came in fewer bursts shows both fewer
+    /// calls beyond the bound and a smaller inflation, and weighing it by
+    /// its own inflation would pull the curve down (the crossing up) —
+    /// +2% on an M/M/4 in simulation. With a handful of hits the batches
+    /// cannot show the bursts at all. So every run takes the runs' pooled
+    /// inflation: the geometric mean of their own, each weighted by its
+    /// hits or misses (the fewer, up to [`RELIABLE_HITS`]).
+    fn pool_inflation(&mut self) {
+        if !self.counts || self.weight.is_empty() {
+            return;
+        }
+        let (mut weighted_log, mut total) = (0.0, 0.0);
+        for i in 0..self.weight.len() {
+            let n = self.weight[i];
+            let fewer = (n * self.fraction[i]).min(n * (1.0 - self.fraction[i]));
+            let reliability = fewer.min(RELIABLE_HITS);
+            weighted_log += reliability * self.inflation[i].max(1.0).ln();
+            total += reliability;
+        }
+        let pooled = if total > 0.0 {
+            (weighted_log / total).exp().max(1.0)
+        } else {
+            1.0
+        };
+        for i in 0..self.weight.len() {
+            self.inflation[i] = pooled;
+            self.weight[i] /= pooled;
+        }
+    }
+
+    /// Whether the model has its curvature term: a mean always (a queue's
+    /// mean wait bends up steeply towards saturation, `ρ/(1 − ρ)`), a
+    /// count when [`QUADRATIC`] says.
+    fn curved(&self) -> bool {
+        QUADRATIC || !self.counts
+    }
+
+    /// Whether point `i` was beyond the bound.
+    fn beyond(&self, i: usize) -> bool {
+        if self.counts {
+            self.fraction[i] > self.target
+        } else {
+            self.log_ratio[i] > 0.0
+        }
+    }
+
+    fn all_within(&self) -> bool {
+        (0..self.x.len()).all(|i| !self.beyond(i))
+    }
+
+    fn all_beyond(&self) -> bool {
+        (0..self.x.len()).all(|i| self.beyond(i))
+    }
+
+    /// `[highest rate within the bound below the lowest beyond it, that
+    /// lowest]`, a censored rate counting beyond.
+    fn bracket(&self, censored: Option<f64>) -> [Option<f64>; 2] {
+        let lowest_beyond = (0..self.x.len())
+            .filter(|&i| self.beyond(i))
+            .map(|i| self.rate[i])
+            .chain(censored)
+            .min_by(f64::total_cmp);
+        let highest_within = (0..self.x.len())
+            .filter(|&i| !self.beyond(i))
+            .map(|i| self.rate[i])
+            .filter(|&r| lowest_beyond.is_none_or(|b| r < b))
+            .max_by(f64::total_cmp);
+        [highest_within, lowest_beyond]
+    }
+
+    /// Deviance of point `i` at linear predictor `eta` (its contribution to
+    /// −2 log-likelihood against a perfect fit).
+    fn point_deviance(&self, i: usize, eta: f64) -> f64 {
+        if self.counts {
+            let p = sigmoid(eta).clamp(1e-300, 1.0 - 1e-16);
+            let f = self.fraction[i];
+            let term = |obs: f64, fit: f64| {
+                if obs > 0.0 {
+                    obs * (obs / fit).ln()
+                } else {
+                    0.0
+                }
+            };
+            2.0 * self.weight[i] * (term(f, p) + term(1.0 - f, 1.0 - p))
+        } else {
+            (self.log_ratio[i] - eta).powi(2) / self.variance[i]
+        }
+    }
+
+    /// The linear predictor of point `i` at `theta` with `shape`: logit π
+    /// for counts, ln(mean / bound) for means.
+    fn eta(&self, i: usize, theta: f64, shape: Shape) -> f64 {
+        let base = if self.counts { self.target_logit } else { 0.0 };
+        let u = self.x[i] - theta;
+        base + shape.slope * u + shape.curvature * u * u
+    }
+
+    fn deviance_at(&self, kernel: &[f64], theta: f64, shape: Shape) -> f64 {
+        (0..self.x.len())
+            .filter(|&i| kernel[i] > 0.0)
+            .map(|i| kernel[i] * self.point_deviance(i, self.eta(i, theta, shape)))
+            .sum()
+    }
+
+    /// Half the deviance's first and second derivatives in the linear
+    /// predictor at point `i` (the log-likelihood's, negated).
+    fn point_derivatives(&self, i: usize, eta: f64) -> (f64, f64) {
+        if self.counts {
+            let p = sigmoid(eta);
+            let w = self.weight[i];
+            (w * (p - self.fraction[i]), w * p * (1.0 - p))
+        } else {
+            let v = self.variance[i];
+            ((eta - self.log_ratio[i]) / v, 1.0 / v)
+        }
+    }
+
+    /// The best shape at `theta`: slope in `[0, SLOPE_CAP]`, curvature
+    /// within `±slope / (2·half_width)`, so the curve rises throughout the
+    /// kernel's support. Newton's method on the (convex) half deviance in
+    /// the two coefficients, then, when a bound binds, along it alone.
+    fn best_shape(&self, kernel: &[f64], theta: f64, half_width: f64) -> Shape {
+        let used: Vec<usize> = (0..self.x.len()).filter(|&i| kernel[i] > 0.0).collect();
+        let curvature_room = if self.curved() {
+            0.5 / half_width.max(1e-6)
+        } else {
+            0.0
+        };
+        // Newton along a direction `d(u)` from `start`: the best multiple
+        // t ≥ 0 of (slope, curvature) = start + t·dir, by bisection on the
+        // derivative (the deviance is convex along any line).
+        let line = |start: Shape, dir: Shape, t_max: f64| -> Shape {
+            let at = |t: f64| Shape {
+                slope: start.slope + t * dir.slope,
+                curvature: start.curvature + t * dir.curvature,
+            };
+            let derivative = |t: f64| -> f64 {
+                let shape = at(t);
+                used.iter()
+                    .map(|&i| {
+                        let u = self.x[i] - theta;
+                        let (d1, _) = self.point_derivatives(i, self.eta(i, theta, shape));
+                        kernel[i] * d1 * (dir.slope * u + dir.curvature * u * u)
+                    })
+                    .sum()
+            };
+            if derivative(0.0) >= 0.0 {
+                return at(0.0);
+            }
+            if derivative(t_max) <= 0.0 {
+                return at(t_max);
+            }
+            let (mut lo, mut hi) = (0.0, t_max);
+            for _ in 0..60 {
+                let mid = 0.5 * (lo + hi);
+                if derivative(mid) < 0.0 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            at(0.5 * (lo + hi))
+        };
+        let zero = Shape::default();
+        // The slope alone first: the start, and the answer without curvature.
+        let mut shape = line(
+            zero,
+            Shape {
+                slope: 1.0,
+                curvature: 0.0,
+            },
+            SLOPE_CAP,
+        );
+        if curvature_room == 0.0 || shape.slope >= SLOPE_CAP {
+            return shape;
+        }
+        for _ in 0..30 {
+            // The Newton step in (slope, curvature).
+            let (mut g0, mut g1, mut h00, mut h01, mut h11) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for &i in &used {
+                let u = self.x[i] - theta;
+                let (d1, d2) = self.point_derivatives(i, self.eta(i, theta, shape));
+                let k = kernel[i];
+                g0 += k * d1 * u;
+                g1 += k * d1 * u * u;
+                h00 += k * d2 * u * u;
+                h01 += k * d2 * u * u * u;
+                h11 += k * d2 * u * u * u * u;
+            }
+            let det = h00 * h11 - h01 * h01;
+            if det.abs() < 1e-12 * (h00 * h11).abs().max(1e-300) {
+                break;
+            }
+            let step = Shape {
+                slope: -(h11 * g0 - h01 * g1) / det,
+                curvature: -(h00 * g1 - h01 * g0) / det,
+            };
+            let before = self.deviance_at(kernel, theta, shape);
+            let mut t = 1.0;
+            let mut moved = false;
+            for _ in 0..30 {
+                let next = clamp_shape(
+                    Shape {
+                        slope: shape.slope + t * step.slope,
+                        curvature: shape.curvature + t * step.curvature,
+                    },
+                    curvature_room,
+                );
+                if self.deviance_at(kernel, theta, next) <= before {
+                    moved = (next.slope - shape.slope).abs()
+                        + (next.curvature - shape.curvature).abs()
+                        > 1e-10 * (1.0 + shape.slope.abs());
+                    shape = next;
+                    break;
+                }
+                t *= 0.5;
+            }
+            if !moved {
+                break;
+            }
+        }
+        // A bound that binds: the best slope along it.
+        let bound = curvature_room * shape.slope;
+        if shape.curvature.abs() >= bound * (1.0 - 1e-9) && shape.slope > 0.0 {
+            let sign = shape.curvature.signum();
+            shape = line(
+                zero,
+                Shape {
+                    slope: 1.0,
+                    curvature: sign * curvature_room,
+                },
+                SLOPE_CAP,
+            );
+        }
+        shape
+    }
+
+    /// The profile deviance at `theta`.
+    fn deviance(&self, kernel: &[f64], theta: f64, half_width: f64) -> f64 {
+        self.deviance_at(kernel, theta, self.best_shape(kernel, theta, half_width))
+    }
+
+    fn profile(&self, kernel: &[f64], half_width: f64, lo: f64, hi: f64) -> Profile {
+        let thetas: Vec<f64> = (0..SCAN)
+            .map(|k| lo + (hi - lo) * k as f64 / (SCAN - 1) as f64)
+            .collect();
+        let deviances = thetas
+            .iter()
+            .map(|&t| self.deviance(kernel, t, half_width))
+            .collect();
+        let mut profile = Profile {
+            thetas,
+            deviances,
+            best: None,
+        };
+        profile.refine(|t| self.deviance(kernel, t, half_width));
+        profile
+    }
+
+    /// Tricube weights in `ln λ` around `centre`, wide enough for
+    /// [`KERNEL_MIN_RATES`] distinct rates and never narrower than ±ln 1.5;
+    /// and the half-width.
+    fn kernel(&self, centre: f64) -> (Vec<f64>, f64) {
+        let mut distances: Vec<f64> = self.x.iter().map(|x| (x - centre).abs()).collect();
+        distances.sort_by(f64::total_cmp);
+        distances.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+        let kth = distances
+            .get(KERNEL_MIN_RATES - 1)
+            .or(distances.last())
+            .copied()
+            .unwrap_or(0.0);
+        let half_width = KERNEL_MIN_HALF_WIDTH.max(kth * 1.25);
+        let weights = self
+            .x
+            .iter()
+            .map(|x| {
+                let d = ((x - centre).abs() / half_width).min(1.0);
+                (1.0 - d.powi(3)).powi(3)
+            })
+            .collect();
+        (weights, half_width)
+    }
+
+    /// Pearson χ² / degrees of freedom of the fit, at least 1; 1 when
+    /// fewer than 3 degrees of freedom leave it unknowable.
+    fn dispersion(&self, kernel: &[f64], theta: f64, shape: Shape) -> f64 {
+        let used: Vec<usize> = (0..self.x.len()).filter(|&i| kernel[i] > 0.0).collect();
+        let effective_points: f64 = used.iter().map(|&i| kernel[i]).sum();
+        let dof = effective_points - if self.curved() { 3.0 } else { 2.0 };
+        if dof < 3.0 {
+            return 1.0;
+        }
+        let pearson: f64 = used
+            .iter()
+            .map(|&i| {
+                let eta = self.eta(i, theta, shape);
+                let r2 = if self.counts {
+                    let p = sigmoid(eta).clamp(1e-9, 1.0 - 1e-9);
+                    self.weight[i] * (self.fraction[i] - p).powi(2) / (p * (1.0 - p))
+                } else {
+                    (self.log_ratio[i] - eta).powi(2) / self.variance[i]
+                };
+                kernel[i] * r2
+            })
+            .sum();
+        (pearson / dof).max(1.0)
+    }
+
+    /// Pool adjacent violators over the points sorted by rate (weights: the
+    /// effective samples, or 1 / variance), then the crossing of the
+    /// monotone step function, interpolated in `ln λ` between the blocks on
+    /// either side of the bound.
+    fn isotonic_crossing(&self) -> Option<f64> {
+        let mut order: Vec<usize> = (0..self.x.len()).collect();
+        order.sort_by(|&a, &b| self.x[a].total_cmp(&self.x[b]));
+        // Blocks: (weighted value sum, weight, x sum weighted, count).
+        let mut blocks: Vec<(f64, f64, f64)> = Vec::new();
+        for &i in &order {
+            let (value, w) = if self.counts {
+                (self.fraction[i] - self.target, self.weight[i])
+            } else {
+                (self.log_ratio[i], 1.0 / self.variance[i])
+            };
+            if w <= 0.0 {
+                continue;
+            }
+            blocks.push((value * w, w, self.x[i] * w));
+            while blocks.len() >= 2 {
+                let n = blocks.len();
+                let (a, b) = (blocks[n - 2], blocks[n - 1]);
+                if a.0 / a.1 <= b.0 / b.1 {
+                    break;
+                }
+                blocks.truncate(n - 2);
+                blocks.push((a.0 + b.0, a.1 + b.1, a.2 + b.2));
+            }
+        }
+        let levels: Vec<(f64, f64)> = blocks.iter().map(|b| (b.2 / b.1, b.0 / b.1)).collect();
+        let first_beyond = levels.iter().position(|&(_, v)| v > 0.0)?;
+        if first_beyond == 0 {
+            return None;
+        }
+        let (x0, v0) = levels[first_beyond - 1];
+        let (x1, v1) = levels[first_beyond];
+        let t = if v1 > v0 { -v0 / (v1 - v0) } else { 0.5 };
+        Some((x0 + t * (x1 - x0)).exp())
+    }
+}
+
+/// The scanned profile deviance.
+struct Profile {
+    thetas: Vec<f64>,
+    deviances: Vec<f64>,
+    /// The refined minimum `(theta, deviance)`.
+    best: Option<(f64, f64)>,
+}
+
+impl Profile {
+    fn best_theta(&self) -> Option<f64> {
+        self.best.map(|b| b.0)
+    }
+
+    /// The minimum, refined by golden section around the best scan point.
+    /// A flat stretch of equal minima (a cliff's bracket) gives its middle.
+    fn refine(&mut self, deviance: impl Fn(f64) -> f64) {
+        let Some(min) = self
+            .deviances
+            .iter()
+            .copied()
+            .filter(|d| d.is_finite())
+            .min_by(f64::total_cmp)
+        else {
+            return;
+        };
+        let tolerance = 1e-9 * (1.0 + min.abs());
+        let flat: Vec<usize> = (0..self.thetas.len())
+            .filter(|&k| self.deviances[k] <= min + tolerance)
+            .collect();
+        let (first, last) = (flat[0], flat[flat.len() - 1]);
+        if last > first + 1 {
+            let mid = 0.5 * (self.thetas[first] + self.thetas[last]);
+            self.best = Some((mid, deviance(mid)));
+            return;
+        }
+        let k = first;
+        let mut a = self.thetas[k.saturating_sub(1)];
+        let mut b = self.thetas[(k + 1).min(self.thetas.len() - 1)];
+        let ratio = 0.618_033_988_749_895;
+        for _ in 0..60 {
+            let c = b - ratio * (b - a);
+            let d = a + ratio * (b - a);
+            if deviance(c) <= deviance(d) {
+                b = d;
+            } else {
+                a = c;
+            }
+        }
+        let theta = 0.5 * (a + b);
+        let d = deviance(theta);
+        self.best = Some(if d <= min {
+            (theta, d)
+        } else {
+            (self.thetas[k], min)
+        });
+    }
+
+    /// `[low, high]` where the deviance rises `allowed` above the minimum,
+    /// each end by bisection between scan points; `None` where the scan
+    /// ends first.
+    fn interval(&self, allowed: f64, deviance: impl Fn(f64) -> f64) -> [Option<f64>; 2] {
+        let Some((theta, min)) = self.best else {
+            return [None, None];
+        };
+        let level = min + allowed;
+        let start = self
+            .thetas
+            .iter()
+            .position(|&t| t >= theta)
+            .unwrap_or(self.thetas.len() - 1);
+        let end = |mut inside: f64, outside: f64| {
+            let mut out = outside;
+            for _ in 0..50 {
+                let mid = 0.5 * (inside + out);
+                if deviance(mid) > level {
+                    out = mid;
+                } else {
+                    inside = mid;
+                }
+            }
+            0.5 * (inside + out)
+        };
+        let high = (start..self.thetas.len())
+            .find(|&k| self.deviances[k] > level)
+            .map(|k| end(theta.max(self.thetas[k.saturating_sub(1)]), self.thetas[k]));
+        let low = (0..start.min(self.thetas.len()))
+            .rev()
+            .find(|&k| self.deviances[k] > level)
+            .map(|k| end(theta.min(self.thetas[k + 1]), self.thetas[k]));
+        [low, high]
+    }
+}
+
+fn sigmoid(eta: f64) -> f64 {
+    if eta >= 0.0 {
+        1.0 / (1.0 + (-eta).exp())
+    } else {
+        let e = eta.exp();
+        e / (1.0 + e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{RngExt, SeedableRng};
+
+    use super::*;
+
+    type Rng64 = rand::rngs::Xoshiro256PlusPlus;
+
+    fn count(rate: f64, samples: f64, beyond: f64) -> Point {
+        Point {
+            rate_per_s: rate,
+            observation: Observation::Count {
+                samples,
+                beyond,
+                inflation: 1.0,
+            },
+        }
+    }
+
+    /// The true curve of the synthetic tests: logistic in ln λ, crossing
+    /// 10% at `truth`.
+    fn true_pi(rate: f64, truth: f64, slope: f64) -> f64 {
+        sigmoid((0.1f64 / 0.9).ln() + slope * (rate / truth).ln())
+    }
+
+    fn binomial(rng: &mut Rng64, n: u64, p: f64) -> f64 {
+        (0..n).filter(|_| rng.random::<f64>() < p).count() as f64
+    }
+
+    #[test]
+    fn exact_data_recovers_the_crossing() {
+        let truth = 5.92;
+        let points: Vec<Point> = [4.0, 5.0, 5.5, 6.0, 6.5, 8.0]
+            .iter()
+            .map(|&r| count(r, 10_000.0, 10_000.0 * true_pi(r, truth, 4.6)))
+            .collect();
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::Fit);
+        let e = c.estimate_per_s.unwrap();
+        assert!((e - truth).abs() / truth < 0.002, "{c:?}");
+        let [lo, hi] = c.range_per_s;
+        assert!(lo.unwrap() < truth && hi.unwrap() > truth, "{c:?}");
+        assert!((c.slope - 4.6).abs() < 0.05, "{c:?}");
+        assert!(
+            (c.isotonic_per_s.unwrap() - truth).abs() / truth < 0.05,
+            "{c:?}"
+        );
+        assert_eq!(c.bracket_per_s, [Some(5.5), Some(6.0)]);
+    }
+
+    #[test]
+    fn the_range_narrows_with_samples() {
+        let truth = 10.0;
+        let width = |n: f64| {
+            let points: Vec<Point> = [8.0, 9.5, 10.5, 12.0]
+                .iter()
+                .map(|&r| count(r, n, (n * true_pi(r, truth, 5.0)).round()))
+                .collect();
+            crossing(&points, &[], Bound::Fraction(0.1), 0.9)
+                .half_width()
+                .unwrap()
+        };
+        let (few, many) = (width(500.0), width(20_000.0));
+        assert!(many < few / 4.0, "{few} {many}");
+    }
+
+    #[test]
+    fn inflation_widens_the_range() {
+        let truth = 10.0;
+        let at = |inflation: f64| {
+            let points: Vec<Point> = [8.0, 9.5, 10.5, 12.0]
+                .iter()
+                .map(|&r| Point {
+                    rate_per_s: r,
+                    observation: Observation::Count {
+                        samples: 4000.0,
+                        beyond: (4000.0 * true_pi(r, truth, 5.0)).round(),
+                        inflation,
+                    },
+                })
+                .collect();
+            crossing(&points, &[], Bound::Fraction(0.1), 0.9)
+                .half_width()
+                .unwrap()
+        };
+        let ratio = at(9.0) / at(1.0);
+        assert!((2.5..3.5).contains(&ratio), "{ratio}");
+    }
+
+    /// Binomial data from the model itself at 90%: the range holds the truth
+    /// in about 90% of 300 replications (binomial sd of the rate: 1.7%).
+    #[test]
+    fn the_range_covers_the_truth_at_its_confidence() {
+        let mut rng = Rng64::seed_from_u64(7);
+        let truth = 23.7;
+        let mut covered = 0;
+        let reps = 300;
+        for _ in 0..reps {
+            let points: Vec<Point> = [18.0, 21.0, 22.5, 24.0, 25.5, 28.0]
+                .iter()
+                .map(|&r| count(r, 600.0, binomial(&mut rng, 600, true_pi(r, truth, 4.6))))
+                .collect();
+            let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+            if let [Some(lo), Some(hi)] = c.range_per_s
+                && lo <= truth
+                && truth <= hi
+            {
+                covered += 1;
+            }
+        }
+        let rate = f64::from(covered) / f64::from(reps);
+        assert!((0.85..=0.96).contains(&rate), "coverage {rate}");
+    }
+
+    #[test]
+    fn a_cliff_falls_back_to_the_bracket() {
+        let points = [
+            count(8.0, 2000.0, 10.0),
+            count(9.0, 2000.0, 20.0),
+            count(10.0, 2000.0, 1900.0),
+            count(12.0, 2000.0, 2000.0),
+        ];
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::Bracket, "{c:?}");
+        assert_eq!(c.range_per_s, [Some(9.0), Some(10.0)]);
+        let e = c.estimate_per_s.unwrap();
+        assert!(e > 9.0 && e < 10.0);
+    }
+
+    #[test]
+    fn censored_runs_cap_the_range_without_bending_the_fit() {
+        let truth = 10.0;
+        let points: Vec<Point> = [7.0, 9.0, 10.5, 11.0]
+            .iter()
+            .map(|&r| count(r, 800.0, (800.0 * true_pi(r, truth, 5.0)).round()))
+            .collect();
+        let open = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        let capped = crossing(&points, &[10.1], Bound::Fraction(0.1), 0.9);
+        assert_eq!(open.estimate_per_s, capped.estimate_per_s);
+        assert!(open.range_per_s[1].unwrap() > 10.1, "{open:?}");
+        assert_eq!(capped.range_per_s[1], Some(10.1));
+        // Below every run that measured: the censored rate is the bracket's top.
+        let low: Vec<Point> = [7.0, 8.0].iter().map(|&r| count(r, 800.0, 8.0)).collect();
+        let c = crossing(&low, &[9.0], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.bracket_per_s, [Some(8.0), Some(9.0)]);
+        assert!(c.range_per_s[1].unwrap() <= 9.0);
+        // Only a censored run, nothing to fit: the range's top is the cap.
+        let only = crossing(&[], &[11.0], Bound::Fraction(0.1), 0.9);
+        assert_eq!(only.range_per_s, [None, Some(11.0)]);
+        assert_eq!(only.estimate_per_s, None);
+    }
+
+    #[test]
+    fn all_within_the_bound_gives_only_a_lower_end() {
+        let points = [count(4.0, 2000.0, 0.0), count(8.0, 2000.0, 20.0)];
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.estimate_per_s, None, "{c:?}");
+        assert_eq!(c.range_per_s[1], None);
+        assert!(c.range_per_s[0].unwrap() >= 8.0, "{c:?}");
+        // Every run beyond the bound: an upper end, no lower one.
+        let points = [count(4.0, 2000.0, 1500.0), count(8.0, 2000.0, 2000.0)];
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.range_per_s[0], None, "{c:?}");
+        assert!(c.range_per_s[1].unwrap() <= 4.0, "{c:?}");
+    }
+
+    #[test]
+    fn a_mean_clause_crosses_on_the_log_scale() {
+        // mean = 100 ms · (λ / 5)^2: crosses 200 ms at 5·√2.
+        let truth = 5.0 * 2f64.sqrt();
+        let points: Vec<Point> = [3.0, 5.0, 6.0, 7.5, 9.0]
+            .iter()
+            .map(|&r| Point {
+                rate_per_s: r,
+                observation: Observation::Mean {
+                    mean: 100.0 * (r / 5.0f64).powi(2),
+                    std_error: 2.0,
+                },
+            })
+            .collect();
+        let c = crossing(&points, &[], Bound::Mean(200.0), 0.9);
+        assert_eq!(c.method, Method::Fit);
+        assert!(
+            (c.estimate_per_s.unwrap() - truth).abs() / truth < 0.01,
+            "{c:?}"
+        );
+        let [lo, hi] = c.range_per_s;
+        assert!(lo.unwrap() <= truth && hi.unwrap() >= truth, "{c:?}");
+    }
+
+    #[test]
+    fn no_points_is_no_crossing() {
+        let c = crossing(&[], &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::None);
+        assert_eq!(c.range_per_s, [None, None]);
+    }
+}
