@@ -14,9 +14,10 @@ use crate::config::{Experiment, Fraction, RatePerS};
 /// `precision` of its lower end takes at most `⌈log2(1/precision)⌉` runs per
 /// SLO (SLOs may end in different brackets, so these are not shared), plus
 /// one — and twice that for the gaps that inconclusive rates leave to
-/// bisect. A precision below 10⁻⁴ is counted as 10⁻⁴. This is the search's
-/// own safety bound ([`Search::run_bound`](crate::analyze::Search::run_bound)),
-/// so the estimate never promises fewer runs than the search may take.
+/// bisect. A precision below 10⁻⁴ is counted as 10⁻⁴. The plan counts runs
+/// with it (the drains of a search's runs); the search itself is bounded by
+/// its `budget` ([`search_budget`](super::search_budget)) and a safety net
+/// of 60 runs (`analyze::search::MAX_RUNS`).
 pub fn search_max_runs(min: RatePerS, max: RatePerS, precision: Fraction, slo_count: usize) -> u32 {
     let ratio = max.0 / min.0;
     let bracketing = if ratio.is_finite() && ratio > 1.0 {

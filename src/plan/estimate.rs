@@ -274,11 +274,23 @@ pub fn open_wall_time(
             let longest = super::run_at_rate_of(template, *min, experiment);
             // The frontier phase's rates are ordinary runs, repeated like
             // the search's.
-            let typical_count = f64::from(typical_runs.saturating_add(*typical_frontier_runs));
-            let max_count = f64::from(max_runs.saturating_add(*frontier_runs));
+            let shortest = super::run_at_rate_of(template, *max, experiment);
+            let budget_s = super::search_budget(experiment, open).as_secs_f64();
+            // The search runs until its budget is spent (the first run is
+            // always made), each run's drain on top, at most MAX_RUNS.
+            let search_runs = (budget_s / super::planned_run_seconds(&shortest).max(1e-3))
+                .ceil()
+                .clamp(1.0, f64::from(*max_runs));
+            let drain_s = DRAIN_ALLOWANCE.as_secs_f64();
+            let search_bound_s =
+                budget_s.max(super::planned_run_seconds(&longest)) + search_runs * drain_s;
+            let frontier_s = f64::from(*frontier_runs) * repeat * run_s(&longest, profile);
+            let typical_search_s =
+                (f64::from(*typical_runs) * repeat * run_s(&typical, profile)).min(search_bound_s);
             WallTime {
-                expected_s: typical_count * repeat * run_s(&typical, profile),
-                bound_s: max_count * repeat * run_s(&longest, profile) + extensions_s,
+                expected_s: typical_search_s
+                    + f64::from(*typical_frontier_runs) * repeat * run_s(&typical, profile),
+                bound_s: search_bound_s + frontier_s + extensions_s,
             }
         }
     }

@@ -148,11 +148,9 @@ pub struct Extendable {
 }
 
 impl Extendable {
-    /// The open runs of a card that can be extended: a grid's runs; a
-    /// search's at most `max_runs` × `repeat` runs, from its run at `max`
-    /// (shortest) to its run at `min` (longest). The frontier phase's runs
-    /// are never extended.
-    pub fn of(open: &OpenPlan, experiment: &Experiment) -> Option<Extendable> {
+    /// The open runs of a card that can be extended: a grid's runs. A
+    /// search's runs are never extended, nor the frontier phase's.
+    pub fn of(open: &OpenPlan, _experiment: &Experiment) -> Option<Extendable> {
         match open {
             OpenPlan::None => None,
             OpenPlan::Grid { runs } => {
@@ -165,26 +163,9 @@ impl Extendable {
                     warmup: runs.first()?.warmup,
                 })
             }
-            OpenPlan::Search {
-                min,
-                max,
-                max_runs,
-                template,
-                ..
-            } => {
-                let longest = super::run_at_rate_of(template, *min, experiment);
-                let shortest = super::run_at_rate_of(template, *max, experiment);
-                if !extendable(&longest) || !extendable(&shortest) {
-                    return None;
-                }
-                let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
-                Some(Extendable {
-                    runs: u64::from(*max_runs) * u64::from(repeat),
-                    shortest: planned_measured_time(&shortest),
-                    longest: planned_measured_time(&longest),
-                    warmup: longest.warmup,
-                })
-            }
+            // A search revisits rates instead: its budget is its own
+            // ([`search_budget`]).
+            OpenPlan::Search { .. } => None,
         }
     }
 }

@@ -1169,13 +1169,10 @@ mod tests {
         // 120; no extensions.
         let closed_s = 8.0 * 72.0;
         let expected_s = closed_s + 11.0 * 213.0;
-        // Bound: the 33 runs the search may take, each as long as its
-        // longest, at `min` = 0.5 rps: lengthened 4×, to 480 s (+ 17 s);
-        // plus the budget, 4 × 480 s, its one warmup overshoot and the
-        // drain of the 7 extensions it can buy (each at least 2 × 120 s +
-        // 15 s of it, the run at `max` being the shortest).
-        let extensions_s = 1920.0 + 15.0 + 7.0 * 2.0;
-        let bound_s = closed_s + 33.0 * 497.0 + extensions_s;
+        // Bound: the search's default budget, 12 runs at the middle rate
+        // (15 + 196 s), and the drains of the runs it can hold at most (19
+        // of the shortest, at `max`: 15 + 120 s).
+        let bound_s = closed_s + 12.0 * 211.0 + 19.0 * 2.0;
         for card in &plan.cards {
             assert!(
                 (card.expected_wall_time_s - expected_s).abs() < 1e-9,
@@ -1205,7 +1202,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bound_holds_the_extension_budget_and_nothing_without_one() {
+    fn the_bound_holds_the_search_budget() {
         let bound = |budget: Option<Duration>| {
             let mut e = experiment();
             if let Some(open) = e.open.as_mut() {
@@ -1217,17 +1214,18 @@ mod tests {
                 plan.cards[0].bound_wall_time_s.unwrap_or(0.0),
             )
         };
+        // No budget: the one run a search always makes, at its longest
+        // (at `min`, 15 + 480 s), and its drain.
         let (expected, none) = bound(Some(Duration::ZERO));
-        // No budget: the searches' runs at their longest, and no more.
-        assert!((none - (8.0 * 72.0 + 33.0 * 497.0)).abs() < 1e-9, "{none}");
-        // 20 minutes buy 4 extensions (⌊1215 / 255⌋): the budget, one
-        // warmup and 4 drains.
-        let (same, twenty) = bound(Some(Duration::from_secs(1200)));
-        assert_eq!(same, expected, "extensions are not expected");
-        assert!((twenty - none - (1200.0 + 15.0 + 4.0 * 2.0)).abs() < 1e-9);
-        // Too little for the shortest run's double: no extension at all.
-        let (_, small) = bound(Some(Duration::from_secs(239)));
-        assert_eq!(small, none);
+        assert!((none - (8.0 * 72.0 + 495.0 + 2.0)).abs() < 1e-9, "{none}");
+        assert!(expected <= none);
+        // 20 minutes: the budget and the drains of the 9 shortest runs it holds.
+        let (expected, twenty) = bound(Some(Duration::from_secs(1200)));
+        assert!(
+            (twenty - (8.0 * 72.0 + 1200.0 + 9.0 * 2.0)).abs() < 1e-9,
+            "{twenty}"
+        );
+        assert!(expected <= twenty);
     }
 
     #[test]
@@ -1339,7 +1337,7 @@ mod tests {
         }
         let table = render_table(&build(&e), &e);
         assert!(
-            table.contains(&format!("at most: {} runs of up to", search + 12))
+            table.contains("then up to 12 runs of the frontier of up to")
                 && table.contains("then the frontier at 1.5× of each bound (~4, ≤ 12 of the runs)"),
             "{table}"
         );
@@ -1432,7 +1430,7 @@ mod tests {
         let table = render_table(&build(&e), &e);
         for needle in [
             "experiment \"support-chat\"  seed 7",
-            "h100-vllm × chat  (est. 48 min 39 s, at most 5 h 15 min)",
+            "h100-vllm × chat  (est. 48 min 39 s, at most 52 min 26 s)",
             "what-if × multi-turn",
             "concurrency 1 2 4 8 16 32 64 128",
             "warmup 10 s + 1 min per level",
@@ -1440,12 +1438,12 @@ mod tests {
             "search 0.5–64 conversations/s, poisson, precision 5%",
             "warmup 15 s + 2 min per rate",
             "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs' top percentile",
-            "at most: 33 runs of up to 8 min 17 s each, + 32 min 29 s extending inconclusive rates: ≤ 5 h 6 min",
+            "at most: the search's budget, 42 min 12 s of runs (12 runs at the middle rate, the default): ≤ 42 min 50 s",
             "interactive  ttft p50≤300 ms p99≤1 s, itl p95≤60 ms, error-rate≤0.5%",
             "batch        e2e p95≤2 min",
             "4 cards (2 targets × 2 workloads), 32 closed runs, ~44 (up to 132) open runs",
-            "estimated wall time 3 h 15 min, at most 21 h 2 min",
-            "at most = searches at their maximum number of runs, each at its longest (at `min`, lengthened for samples), plus each card's whole extension budget",
+            "estimated wall time 3 h 15 min, at most 3 h 30 min",
+            "at most = each search's budget (its runs, warmups included) and the frontier phase, plus each grid's whole extension budget",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");
         }

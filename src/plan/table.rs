@@ -298,7 +298,7 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
     if has_search {
         let _ = writeln!(
             out,
-            "est. = searches at their typical number of runs, no extensions; at most = searches at their maximum number of runs, each at its longest (at `min`, lengthened for samples), plus each card's whole extension budget"
+            "est. = searches at their typical number of runs, no extensions; at most = each search's budget (its runs, warmups included) and the frontier phase, plus each grid's whole extension budget"
         );
     } else if has_open {
         let _ = writeln!(
@@ -420,11 +420,11 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             min,
             max,
             precision,
-            max_runs,
             frontier_runs,
             typical_runs,
             typical_frontier_runs,
             template,
+            ..
         } => {
             // The frontier phase's rates come after the search's, within
             // the same bound (runs and time).
@@ -442,7 +442,6 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 _ => String::new(),
             };
             let typical = typical_runs.saturating_add(*typical_frontier_runs);
-            let most = max_runs.saturating_add(*frontier_runs);
             rows.push([
                 "open".into(),
                 format!("~{}", runs_label(u64::from(typical))),
@@ -461,10 +460,12 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
             }
             if let Some(profile) = &profile {
                 let longest = super::run_at_rate_of(template, *min, experiment);
-                let extensions = if extensions_s > 0.0 {
+                let budget_s = super::search_budget(experiment, &card.open).as_secs_f64();
+                let frontier_part = if *frontier_runs > 0 {
                     format!(
-                        ", + {} extending inconclusive rates",
-                        crate::format::duration_words(extensions_s)
+                        ", then up to {} of the frontier of up to {} each",
+                        runs_label(u64::from(*frontier_runs)),
+                        crate::format::duration_words(run_s(&longest, profile))
                     )
                 } else {
                     String::new()
@@ -474,9 +475,13 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                     "".into(),
                     "".into(),
                     format!(
-                        "at most: {} of up to {} each{extensions}: ≤ {}",
-                        runs_label(u64::from(most)),
-                        crate::format::duration_words(run_s(&longest, profile)),
+                        "at most: the search's budget, {} of runs{}{frontier_part}: ≤ {}",
+                        crate::format::duration_words(budget_s),
+                        if experiment.open.as_ref().and_then(|o| o.budget).is_some() {
+                            ""
+                        } else {
+                            " (12 runs at the middle rate, the default)"
+                        },
                         crate::format::duration_words(open_time.bound_s)
                     ),
                 ]);

@@ -29,7 +29,10 @@
 //! interval: a point over its bound may be ringed only (inconclusive) and a
 //! failed point may sit under it (failed calls). Error-rate clauses are no
 //! latency and are left out; the card's tables give their verdicts. A card
-//! whose SLOs bound no latency keeps TTFT and E2E p50/p99.
+//! whose SLOs bound no latency keeps TTFT and E2E p50/p99. That is the
+//! chart of a folder from before the fit: when the card's Cr_open was
+//! fitted, the same file shows the model instead, one panel per SLO clause
+//! (`report::fit_chart`).
 
 use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
@@ -44,6 +47,7 @@ use crate::svg::{
 };
 
 use super::describe::{clause_words, metric_label, stat_label};
+use super::fit_chart;
 use crate::format::{duration_secs, num, plain, rps};
 
 /// One chart: a file name relative to the card and its SVG text.
@@ -65,7 +69,9 @@ pub(crate) fn chart_links(card: &Card) -> Vec<(String, String)> {
                 .to_string(),
         ));
     }
-    if !open_runs(card).is_empty() {
+    if fit_chart::is_fitted(card) {
+        links.push((format!("{stem}--open.svg"), fit_chart::alt_text(card)));
+    } else if !open_runs(card).is_empty() {
         let what = if has_latency_clause(card) {
             "open loop: each SLO latency clause's statistic vs arrival rate, its bound and the rates that failed it marked, Cr_open marked"
         } else {
@@ -97,6 +103,8 @@ pub fn charts(card: &Card) -> Vec<Chart> {
                 closed_chart(card)
             } else if file_name.ends_with(FRONTIER_SUFFIX) {
                 frontier_chart(card)
+            } else if fit_chart::is_fitted(card) {
+                fit_chart::fit_chart(card)
             } else {
                 open_chart(card)
             };
@@ -108,7 +116,7 @@ pub fn charts(card: &Card) -> Vec<Chart> {
         .collect()
 }
 
-const WIDTH: u32 = 1100;
+pub(super) const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 760;
 /// The strip right of the panels that holds their legends.
 const LEGEND_WIDTH: i32 = 300;
@@ -119,7 +127,7 @@ const P99_COLOR: RGBColor = palette::RED;
 const CROSSP_FILL: RGBColor = RGBColor(255, 200, 120);
 const KNEE_FILL: RGBColor = RGBColor(150, 210, 150);
 /// Per SLO, in declaration order: bounds dashed, Cr_open solid.
-const SLO_COLORS: [RGBColor; 4] = [
+pub(super) const SLO_COLORS: [RGBColor; 4] = [
     palette::PURPLE,
     palette::BROWN,
     palette::CYAN,
@@ -137,7 +145,7 @@ const STAT_COLORS: [RGBColor; 5] = [
 ];
 
 /// A run that failed a clause, on the open chart.
-const FAIL_COLOR: RGBColor = palette::RED;
+pub(super) const FAIL_COLOR: RGBColor = palette::RED;
 
 /// Per frontier curve, in results order (a curve and its declared bound
 /// share one).
@@ -359,7 +367,7 @@ fn open_panels(card: &Card) -> Vec<OpenPanel> {
 
 /// `"failed at 4.40, 8.00 RPS"` (`what` = `"failed"`); many rates as their
 /// range, to fit the legend.
-fn rates_words(what: &str, rates: &[f64]) -> String {
+pub(super) fn rates_words(what: &str, rates: &[f64]) -> String {
     match rates {
         [] => String::new(),
         [_, _, _, _, ..] => {
@@ -380,7 +388,7 @@ fn rates_words(what: &str, rates: &[f64]) -> String {
 }
 
 /// Log10 axis over milliseconds with ticks at 1-2-5 of each decade.
-fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
+pub(super) fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for v in values.filter(|v| v.is_finite() && *v > 0.0) {
         lo = lo.min(v);
@@ -393,15 +401,15 @@ fn log_ms_axis(values: impl Iterator<Item = f64>) -> TickedAxis {
 }
 
 /// Tick labels sit on round 1-2-5 values: written like SLO bounds ("500 ms", "2 s").
-fn ms_tick_label(log_ms: &f64) -> String {
+pub(super) fn ms_tick_label(log_ms: &f64) -> String {
     duration_secs(10f64.powf(*log_ms) / 1000.0)
 }
 
 /// Where a card chart's legend starts, below its title.
-const LEGEND_TOP: i32 = 52;
+pub(super) const LEGEND_TOP: i32 = 52;
 
 /// Splits the titled root into two stacked panels and their legend strips.
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+pub(super) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 fn panels<'a>(root: &Area<'a>) -> [(Area<'a>, Area<'a>); 2] {
     let (plots, legends) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
     let half = (HEIGHT - TITLE_HEIGHT) as i32 / 2;
@@ -560,14 +568,14 @@ fn closed_chart(card: &Card) -> DrawResult<String> {
 }
 
 /// Room for the title above the panels.
-const TITLE_HEIGHT: u32 = 30;
+pub(super) const TITLE_HEIGHT: u32 = 30;
 /// One open-loop panel, as tall as each of the closed chart's two; taller
 /// when its legend needs the rows.
 const PANEL_HEIGHT: u32 = (HEIGHT - TITLE_HEIGHT) / 2;
 
 /// Splits the titled root into stacked panels of `heights` (the last one
 /// takes what is left) and their legend strips.
-fn stacked_panels<'a>(root: &Area<'a>, heights: &[u32]) -> Vec<(Area<'a>, Area<'a>)> {
+pub(super) fn stacked_panels<'a>(root: &Area<'a>, heights: &[u32]) -> Vec<(Area<'a>, Area<'a>)> {
     let (mut plots, mut legends) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
     let mut out = Vec::new();
     for (i, h) in heights.iter().enumerate() {
@@ -1248,6 +1256,50 @@ mod tests {
         // With clauses, the alt text says what the chart now shows.
         assert!(
             chart_links(&chat_card())
+                .iter()
+                .any(|(_, alt)| alt.contains("SLO latency clause"))
+        );
+    }
+
+    #[test]
+    fn a_fitted_card_draws_the_model_under_the_same_file_name() {
+        let fitted = super::super::fit_chart::tests::fitted_card();
+        let mut before = fitted.clone();
+        for c in &mut before.cr_open {
+            c.clauses.clear();
+        }
+        let names = |card: &Card| -> Vec<String> {
+            charts(card).into_iter().map(|c| c.file_name).collect()
+        };
+        assert_eq!(names(&fitted), names(&before), "same files, same places");
+        let open = |card: &Card| -> String {
+            charts(card)
+                .into_iter()
+                .find(|c| c.file_name.ends_with("--open.svg"))
+                .expect("an open chart")
+                .svg
+        };
+        let svg = open(&fitted);
+        assert!(svg.contains("fitted model per SLO clause"), "{svg}");
+        assert!(svg.contains("Cr_open interactive: 4.15 RPS"));
+        assert!(!svg.contains("run failed the clause"), "no verdict marks");
+        let links = chart_links(&fitted);
+        let (_, alt) = links
+            .iter()
+            .find(|(name, _)| name.ends_with("--open.svg"))
+            .expect("linked");
+        assert!(
+            alt.contains("fraction of calls beyond the bound") && alt.contains("90% range"),
+            "{alt}"
+        );
+
+        // Without clauses (a folder from before the fit): today's chart.
+        let old = open(&before);
+        assert_eq!(old, open_chart(&before).expect("drawn"));
+        assert!(old.contains(" vs arrival rate (open loop, log scale)"));
+        assert!(!old.contains("fitted model"));
+        assert!(
+            chart_links(&before)
                 .iter()
                 .any(|(_, alt)| alt.contains("SLO latency clause"))
         );

@@ -10,6 +10,7 @@
 
 pub(crate) mod chart;
 pub mod describe;
+mod fit_chart;
 mod render;
 pub mod settings_chart;
 mod view;

@@ -77,7 +77,7 @@ fn plan_prints_a_table_and_json() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("plus each card's whole extension budget"),
+        stdout.contains("at most = each search's budget"),
         "{stdout}"
     );
 }

@@ -129,7 +129,10 @@ pub fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
     let range = |c: &capcard::analyze::Card| {
         let o = c.cr_open.first().expect("Cr_open");
         assert!(o.rps.is_some(), "Cr_open not placed: {o:?}");
-        [o.range[0].unwrap_or(0.0), o.range[1].unwrap_or(f64::INFINITY)]
+        [
+            o.range[0].unwrap_or(0.0),
+            o.range[1].unwrap_or(f64::INFINITY),
+        ]
     };
     let (r, v) = (range(real), range(virt));
     assert!(
