@@ -287,7 +287,8 @@ fn open_rates(a: &Card, b: &Card) -> Vec<LevelDiff> {
     rates
 }
 
-/// `[highest conclusive pass, lowest conclusive failure]` of a Cr_open.
+/// The range of a Cr_open: the fitted range at its confidence (before the
+/// fit, `[highest conclusive pass, lowest conclusive failure]`).
 /// Results written before `range` existed read it as `[null, null]`; they
 /// fall back to `[rps, failed_at_rps]`, which is what they meant.
 pub fn cr_open_range(cr: &CrOpen) -> [Option<f64>; 2] {

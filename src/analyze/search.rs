@@ -43,8 +43,6 @@
 //! }
 //! ```
 
-use std::collections::BTreeMap;
-
 use super::cr_open::{self, RunEvidence, SloFit};
 use super::{CrClosed, CrOpen, RunSummary};
 use crate::format::significant;
@@ -360,29 +358,10 @@ fn beyond(run: &RunEvidence, slo: &str) -> Option<bool> {
     }))
 }
 
-/// One verdict per SLO from the repetitions of a rate (`repeat N`): a
-/// failure if any repetition failed, a pass only if every one passed.
-pub fn combine_repetitions(runs: &[BTreeMap<String, Verdict>]) -> BTreeMap<String, Verdict> {
-    let mut combined: BTreeMap<String, Verdict> = BTreeMap::new();
-    for run in runs {
-        for (slo, &v) in run {
-            let entry = combined.entry(slo.clone()).or_insert(Verdict::Pass);
-            *entry = Verdict::all([*entry, v]);
-        }
-    }
-    // An SLO some repetition did not judge cannot pass.
-    for (slo, v) in &mut combined {
-        if runs.iter().any(|r| !r.contains_key(slo)) {
-            *v = Verdict::all([*v, Verdict::Inconclusive]);
-        }
-    }
-    combined
-}
-
-/// Should the run just made be extended before it is recorded? Yes when an
-/// SLO in `wanted` (those the search or grid still needs) was inconclusive
-/// on it. A failure — conclusive, or an overloaded or invalid run — is never
-/// extended: more samples cannot save it.
+/// Should a grid's run just made be extended before it is recorded? Yes
+/// when an SLO in `wanted` was inconclusive on it. A failure — conclusive,
+/// or an overloaded or invalid run — is never extended: more samples
+/// cannot save it.
 pub fn needs_extension(summary: &RunSummary, wanted: &[String]) -> bool {
     !summary.invalid
         && summary
@@ -473,8 +452,8 @@ fn from_fit(
     let standing = at.and_then(|at| {
         runs.iter()
             .zip(judged)
-            .filter(|(r, _)| r.realized_rps <= at * (1.0 + 1e-9) && beyond(r, slo) == Some(false))
-            .max_by(|a, b| a.0.realized_rps.total_cmp(&b.0.realized_rps))
+            .filter(|(r, _)| r.rate_rps <= at * (1.0 + 1e-9) && beyond(r, slo) == Some(false))
+            .max_by(|a, b| a.0.rate_rps.total_cmp(&b.0.rate_rps))
             .map(|(_, s)| s.run_id.clone())
     });
     let half_width = fit.half_width();
@@ -1191,22 +1170,6 @@ mod tests {
                 .unwrap()
                 .starts_with("no rate passed conclusively: 2 rps failed")
         );
-    }
-
-    #[test]
-    fn repetitions_pass_only_together() {
-        let one =
-            |a: Verdict, b: Verdict| BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
-        let got = combine_repetitions(&[
-            one(Verdict::Pass, Verdict::Pass),
-            one(Verdict::Inconclusive, Verdict::Fail),
-            one(Verdict::Pass, Verdict::Pass),
-        ]);
-        assert_eq!(got["a"], Verdict::Inconclusive);
-        assert_eq!(got["b"], Verdict::Fail);
-        // A repetition that did not judge an SLO keeps it from passing.
-        let got = combine_repetitions(&[one(Verdict::Pass, Verdict::Pass), BTreeMap::new()]);
-        assert_eq!(got["a"], Verdict::Inconclusive);
     }
 
     #[test]

@@ -250,9 +250,9 @@ fn row(experiment: &Experiment, card: &Card) -> SettingRow {
 }
 
 /// The highest Cr_open for `slo`, and whether the runner-up's range
-/// reaches it: the runner-up's true capacity lies below its lowest
-/// conclusive failure (`range[1]`, unbounded when none failed), the best's
-/// above its highest conclusive pass (`range[0]`).
+/// reaches it: the runner-up's true capacity lies below its range's upper
+/// end (`range[1]`, unbounded when no run bounds it), the best's above its
+/// range's lower end (`range[0]`), each at the card's confidence.
 fn best_for(rows: &[SettingRow], slo: &str) -> Option<BestSetting> {
     let mut ranked: Vec<(&SettingRow, &SettingCrOpen)> = rows
         .iter()

@@ -424,7 +424,7 @@ fn legend_of(panel: &FitPanel<'_>, confidence: &str) -> Vec<(Swatch, String, Opt
         legend.push(row(Swatch::Band(panel.color), format!("bracket {bracket}")));
         legend.push(row(
             Swatch::Text,
-            "(a cliff: the model does not fit)".to_string(),
+            "(a cliff, or a run that could not keep up below the fit)".to_string(),
         ));
     }
     let name = if panel.binding {
@@ -1014,7 +1014,7 @@ pub(super) mod tests {
             "crossing 6.20 RPS",
             "crossing: 6.20 RPS",
             "bracket 4.80–8.00 RPS",
-            "(a cliff: the model does not fit)",
+            "(a cliff, or a run that could not keep up below the fit)",
             "crossing: ≥ 8.00 RPS (90%)",
             "run with none (0), at the foot",
             "could not keep up at 9.50 RPS",

@@ -237,7 +237,7 @@ const RELIABLE_HITS: f64 = 100.0;
 /// caught.
 const QUADRATIC: bool = false;
 /// Points of the θ scan.
-const SCAN: usize = 480;
+const SCAN: usize = 240;
 
 /// The crossing of a clause from `points` (any order; several at one rate
 /// add up) and `censored_per_s` (rates of runs that could not keep up), at
@@ -306,33 +306,33 @@ pub fn crossing(
     // is the model's shape, not the runs' evidence.
     let cliff = slope >= SLOPE_CAP * 0.5
         || matches!(bracket, [Some(a), Some(b)] if slope * (b / a).ln() > CLIFF_LOGITS);
-    if cliff {
-        // The model says nothing between the two runs that show the jump.
+    // The bracket between the runs either side, its geometric middle the
+    // estimate: what the runs show where the model says nothing.
+    let from_bracket = || {
         let [b_lo, b_hi] = bracket;
-        let estimate = match (b_lo, b_hi) {
-            (Some(a), Some(b)) => Some((a * b).sqrt()),
-            _ => None,
-        };
-        return Crossing {
-            estimate_per_s: estimate,
-            range_per_s: [b_lo, b_hi],
+        Crossing {
+            estimate_per_s: b_lo.zip(b_hi).map(|(a, b)| (a * b).sqrt()),
+            range_per_s: bracket,
             method: Method::Bracket,
             slope,
             dispersion,
             bracket_per_s: bracket,
             isotonic_per_s: isotonic,
-        };
+        }
+    };
+    if cliff {
+        return from_bracket();
     }
     let estimate = theta.exp();
     let range_low = low.map(f64::exp);
     let range_high = cap(high.map(f64::exp));
-    // A censored run below the fitted crossing: the fit is contradicted by
-    // a run that could not keep up; the censored rate is the most the runs
-    // show.
-    let (estimate, method) = match lowest_censored {
-        Some(c) if c < estimate => (c, Method::Bracket),
-        _ => (estimate, Method::Fit),
-    };
+    // A censored run below the fitted crossing: a run that could not keep
+    // up contradicts the fit, and the runs show no more than the bracket
+    // below it (the highest run within the bound, the censored rate).
+    if lowest_censored.is_some_and(|c| c < estimate) {
+        return from_bracket();
+    }
+    let method = Method::Fit;
     // Runs on one side only: the other end would be the model's
     // extrapolation, which the runs do not show.
     if data.all_within() && lowest_censored.is_none() {
@@ -611,32 +611,46 @@ impl Data {
                 slope: start.slope + t * dir.slope,
                 curvature: start.curvature + t * dir.curvature,
             };
-            let derivative = |t: f64| -> f64 {
+            // The deviance's first and second derivatives in t.
+            let derivatives = |t: f64| -> (f64, f64) {
                 let shape = at(t);
-                used.iter()
-                    .map(|&i| {
-                        let u = self.x[i] - theta;
-                        let (d1, _) = self.point_derivatives(i, self.eta(i, theta, shape));
-                        kernel[i] * d1 * (dir.slope * u + dir.curvature * u * u)
-                    })
-                    .sum()
+                used.iter().fold((0.0, 0.0), |(g, h), &i| {
+                    let u = self.x[i] - theta;
+                    let z = dir.slope * u + dir.curvature * u * u;
+                    let (d1, d2) = self.point_derivatives(i, self.eta(i, theta, shape));
+                    (g + kernel[i] * d1 * z, h + kernel[i] * d2 * z * z)
+                })
             };
-            if derivative(0.0) >= 0.0 {
+            if derivatives(0.0).0 >= 0.0 {
                 return at(0.0);
             }
-            if derivative(t_max) <= 0.0 {
+            if derivatives(t_max).0 <= 0.0 {
                 return at(t_max);
             }
+            // Newton's method, kept inside the bracket of the derivative's
+            // sign change (bisection when a step leaves it).
             let (mut lo, mut hi) = (0.0, t_max);
-            for _ in 0..60 {
-                let mid = 0.5 * (lo + hi);
-                if derivative(mid) < 0.0 {
-                    lo = mid;
+            let mut t = 1.0f64.clamp(lo, hi);
+            for _ in 0..100 {
+                let (g, h) = derivatives(t);
+                if g < 0.0 {
+                    lo = t;
                 } else {
-                    hi = mid;
+                    hi = t;
                 }
+                let newton = if h > 0.0 { t - g / h } else { f64::NAN };
+                let next = if newton > lo && newton < hi {
+                    newton
+                } else {
+                    0.5 * (lo + hi)
+                };
+                if (next - t).abs() <= 1e-10 * (1.0 + t) || hi - lo <= 1e-12 * (1.0 + t) {
+                    t = next;
+                    break;
+                }
+                t = next;
             }
-            at(0.5 * (lo + hi))
+            at(t)
         };
         let zero = Shape::default();
         // The slope alone first: the start, and the answer without curvature.
@@ -1072,6 +1086,17 @@ mod tests {
         let c = crossing(&low, &[9.0], Bound::Fraction(0.1), 0.9);
         assert_eq!(c.bracket_per_s, [Some(8.0), Some(9.0)]);
         assert!(c.range_per_s[1].unwrap() <= 9.0);
+        // A run within the bound above a run that could not keep up: the
+        // fit would cross above the censored rate; the runs show the
+        // bracket below it, no more.
+        let mixed: Vec<Point> = [7.0, 8.0, 9.5]
+            .iter()
+            .map(|&r| count(r, 800.0, 8.0))
+            .collect();
+        let c = crossing(&mixed, &[9.0], Bound::Fraction(0.5), 0.9);
+        assert_eq!(c.method, Method::Bracket, "{c:?}");
+        assert_eq!(c.range_per_s, [Some(8.0), Some(9.0)]);
+        assert!(c.estimate_per_s.is_some_and(|e| 8.0 < e && e < 9.0));
         // Only a censored run, nothing to fit: the range's top is the cap.
         let only = crossing(&[], &[11.0], Bound::Fraction(0.1), 0.9);
         assert_eq!(only.range_per_s, [None, Some(11.0)]);

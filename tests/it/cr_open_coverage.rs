@@ -23,6 +23,7 @@ use capcard::stats::crossing::{self, Bound};
 use capcard::stats::interval::{BatchCounts, batch_of};
 
 use crate::mmc::{SplitMix64, erlang_c_max_rate, simulate};
+use crate::support::drive_search_on_evidence;
 
 /// A queue, a bound, and the search's settings.
 #[derive(Debug, Clone, Copy)]
@@ -151,25 +152,15 @@ pub fn search(shape: &Shape, seed: u64) -> (SloFit, f64, u64) {
     );
     let cost = shape.warmup_s + shape.window_s;
     let mut calls = 0;
-    let mut visits: Vec<(f64, u64)> = Vec::new();
-    while let Some(rate) = search.next_rate() {
-        if !search.affords(cost) {
-            break;
-        }
-        let visit = match visits.iter_mut().find(|v| v.0 == rate) {
-            Some(v) => {
-                v.1 += 1;
-                v.1
-            }
-            None => {
-                visits.push((rate, 1));
-                1
-            }
-        };
-        let (evidence, n) = run(shape, rate, seed, visit);
-        calls += n;
-        search.record(evidence, cost);
-    }
+    drive_search_on_evidence(
+        &mut search,
+        |_| cost,
+        |rate, visit| {
+            let (evidence, n) = run(shape, rate, seed, u64::from(visit));
+            calls += n;
+            evidence
+        },
+    );
     (search.fit("s"), search.spent_s(), calls)
 }
 
@@ -179,6 +170,8 @@ pub struct Coverage {
     pub covered: usize,
     pub seeds: usize,
     pub median_half_width: f64,
+    /// (high − low) / low, the old search's measure of its range.
+    pub median_width: f64,
     pub median_seconds: f64,
     pub median_calls: f64,
 }
@@ -187,6 +180,7 @@ pub fn coverage(shape: &Shape, seeds: std::ops::Range<u64>) -> Coverage {
     let truth = shape.truth();
     let (mut within, mut covered) = (0, 0);
     let (mut widths, mut seconds, mut calls) = (vec![], vec![], vec![]);
+    let mut full_widths = vec![];
     let n = seeds.end - seeds.start;
     for seed in seeds {
         let (fit, spent, n) = search(shape, seed);
@@ -203,6 +197,10 @@ pub fn coverage(shape: &Shape, seeds: std::ops::Range<u64>) -> Coverage {
             covered += 1;
         }
         widths.push(fit.half_width().unwrap_or(f64::INFINITY));
+        full_widths.push(match fit.range {
+            [Some(lo), Some(hi)] => (hi - lo) / lo,
+            _ => f64::INFINITY,
+        });
         seconds.push(spent);
         calls.push(n as f64);
     }
@@ -215,6 +213,7 @@ pub fn coverage(shape: &Shape, seeds: std::ops::Range<u64>) -> Coverage {
         covered,
         seeds: n as usize,
         median_half_width: median(widths),
+        median_width: median(full_widths),
         median_seconds: median(seconds),
         median_calls: median(calls),
     }
@@ -247,18 +246,19 @@ fn cr_open_holds_erlang_c_over_100_seeds_in_three_shapes() {
 #[ignore = "prints the coverage table of BENCHMARKS.md (release build, a minute)"]
 fn cr_open_coverage_table() {
     println!(
-        "| shape | Erlang C | estimate within ±5% | range holds the truth | median half-width | median seconds | median calls |"
+        "| shape | Erlang C | estimate within ±5% | range holds the truth | median half-width | median (high − low)/low | median seconds | median calls |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for shape in &SHAPES {
         let c = coverage(shape, 1..401);
         println!(
-            "| {} | {:.2} rps | {:.1}% | {:.1}% | ±{:.1}% | {:.0} s | {:.0} |",
+            "| {} | {:.2} rps | {:.1}% | {:.1}% | ±{:.1}% | {:.1}% | {:.0} s | {:.0} |",
             shape.name,
             shape.truth(),
             100.0 * c.within_5pct as f64 / c.seeds as f64,
             100.0 * c.covered as f64 / c.seeds as f64,
             c.median_half_width * 100.0,
+            c.median_width * 100.0,
             c.median_seconds,
             c.median_calls
         );

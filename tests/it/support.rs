@@ -221,7 +221,22 @@ pub fn drive_search(
     cost_s: impl Fn(f64) -> f64,
     mut run: impl FnMut(f64, u32) -> capcard::analyze::RunSummary,
 ) -> Vec<capcard::analyze::RunSummary> {
-    let mut runs: Vec<capcard::analyze::RunSummary> = Vec::new();
+    let mut runs = Vec::new();
+    drive_search_on_evidence(search, cost_s, |rate, visit| {
+        let summary = run(rate, visit);
+        let evidence = capcard::analyze::cr_open::evidence_of(&summary).expect("an open run");
+        runs.push(summary);
+        evidence
+    });
+    runs
+}
+
+/// [`drive_search`] on evidence made directly (no journal, no summary).
+pub fn drive_search_on_evidence(
+    search: &mut capcard::analyze::Search,
+    cost_s: impl Fn(f64) -> f64,
+    mut run: impl FnMut(f64, u32) -> capcard::analyze::cr_open::RunEvidence,
+) {
     let mut visits: Vec<(f64, u32)> = Vec::new();
     while let Some(rate) = search.next_rate() {
         let cost = cost_s(rate);
@@ -238,13 +253,9 @@ pub fn drive_search(
                 1
             }
         };
-        let summary = run(rate, visit);
-        let evidence = capcard::analyze::cr_open::evidence_of(&summary).expect("an open run");
-        search.record(evidence, cost);
-        runs.push(summary);
-        assert!(runs.len() <= 200, "the search does not end");
+        search.record(run(rate, visit), cost);
+        assert!(search.runs().len() <= 200, "the search does not end");
     }
-    runs
 }
 
 pub mod web {

@@ -125,20 +125,39 @@ pub fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
         );
     }
     // Cr_open: two measurements of one replica, each with its 90% range;
-    // they agree when the ranges overlap (an open end reaches on).
-    let range = |c: &capcard::analyze::Card| {
-        let o = c.cr_open.first().expect("Cr_open");
+    // where both come from the fitted model they agree when the ranges
+    // overlap (an open end reaches on). Where a run that could not keep up
+    // decides one (tiny's queue fills within a few rates of its knee, and
+    // 3-second windows read "backlogged" there by luck), the range is the
+    // bracket below that run, and the two cards only agree within a factor
+    // of 1.6, the bracketing step.
+    let found = |c: &capcard::analyze::Card| {
+        let o = c.cr_open.first().expect("Cr_open").clone();
         assert!(o.rps.is_some(), "Cr_open not placed: {o:?}");
+        o
+    };
+    let (r, v) = (found(real), found(virt));
+    let ends = |o: &capcard::analyze::CrOpen| {
         [
             o.range[0].unwrap_or(0.0),
             o.range[1].unwrap_or(f64::INFINITY),
         ]
     };
-    let (r, v) = (range(real), range(virt));
-    assert!(
-        r[0] <= v[1] && v[0] <= r[1],
-        "Cr_open ranges {r:?} real, {v:?} virtual"
-    );
+    let (re, ve) = (ends(&r), ends(&v));
+    if r.method.as_deref() == Some("fit") && v.method.as_deref() == Some("fit") {
+        assert!(
+            re[0] <= ve[1] && ve[0] <= re[1],
+            "Cr_open ranges {re:?} real, {ve:?} virtual"
+        );
+    } else {
+        let (a, b) = (r.rps.unwrap_or(0.0), v.rps.unwrap_or(0.0));
+        assert!(
+            a.max(b) <= 1.6 * a.min(b),
+            "Cr_open {a} ({re:?}, {:?}) real, {b} ({ve:?}, {:?}) virtual",
+            r.method,
+            v.method
+        );
+    }
 }
 
 #[test]
