@@ -68,21 +68,8 @@ impl RunEvidence {
 /// folder's Cr_open comes from its verdicts.
 pub fn evidence_of(summary: &RunSummary) -> Option<RunEvidence> {
     let rate_rps = summary.rate_rps?;
-    let realized_rps = match summary.offered {
-        Some(offered) if summary.window_s > 0.0 && offered > 0 => offered as f64 / summary.window_s,
-        _ => rate_rps,
-    };
-    let censored = if summary.invalid {
-        Some("invalid")
-    } else if summary.rate_limited_calls > 0 {
-        Some("rate-limited")
-    } else {
-        match summary.state {
-            RunState::Overloaded => Some("overloaded"),
-            RunState::Backlogged => Some("backlogged"),
-            RunState::Stable => None,
-        }
-    };
+    let realized_rps = realized_rps(summary)?;
+    let censored = censored_because(summary);
     let mut slos = Vec::new();
     for verdict in &summary.verdicts {
         if verdict.clauses.is_empty() {
@@ -116,6 +103,33 @@ pub fn evidence_of(summary: &RunSummary) -> Option<RunEvidence> {
         censored: censored.map(str::to_string),
         slos,
     })
+}
+
+/// An open run's realized arrival rate: arrivals scheduled in its measured
+/// window over its length (the nominal rate when the run kept no count).
+pub fn realized_rps(summary: &RunSummary) -> Option<f64> {
+    let rate = summary.rate_rps?;
+    Some(match summary.offered {
+        Some(offered) if summary.window_s > 0.0 && offered > 0 => offered as f64 / summary.window_s,
+        _ => rate,
+    })
+}
+
+/// Why a run only shows that its rate is above the crossing (it could not
+/// keep up, or measured something other than the replica); `None` for a
+/// run that measured.
+pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
+    if summary.invalid {
+        Some("invalid")
+    } else if summary.rate_limited_calls > 0 {
+        Some("rate-limited")
+    } else {
+        match summary.state {
+            RunState::Overloaded => Some("overloaded"),
+            RunState::Backlogged => Some("backlogged"),
+            RunState::Stable => None,
+        }
+    }
 }
 
 /// What a judged clause allows: `1 − q` beyond the bound for a percentile,

@@ -27,9 +27,9 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::analyze::cr_open::{ClauseCrossing, ClausePoint, DEFAULT_CONFIDENCE};
+use crate::analyze::cr_open::{self, ClauseCrossing, ClausePoint, DEFAULT_CONFIDENCE};
 use crate::analyze::slo::clause_label;
-use crate::analyze::{Card, CrOpen, RunState, RunSummary};
+use crate::analyze::{Card, CrOpen, RunSummary};
 use crate::config::SloClause;
 use crate::format::{duration_secs, pct_compact, pct_of_fraction, rps, trimmed};
 use crate::svg::{DrawResult, FONT, Swatch, TickedAxis, draw_legend, palette};
@@ -107,25 +107,10 @@ struct FitPanel<'a> {
 }
 
 /// Why an open run only shows that its rate is above the crossing, and the
-/// rate it really offered; as [`crate::analyze::cr_open::evidence_of`]
-/// decides it (that one also needs the run's batches).
+/// rate it really offered: the fit's own rule ([`cr_open::censored_because`]).
 fn censored(run: &RunSummary) -> Option<(f64, String)> {
-    let rate = run.rate_rps?;
-    let realized = match run.offered {
-        Some(offered) if run.window_s > 0.0 && offered > 0 => offered as f64 / run.window_s,
-        _ => rate,
-    };
-    let why = if run.invalid {
-        "invalid"
-    } else if run.rate_limited_calls > 0 {
-        "rate-limited"
-    } else {
-        match run.state {
-            RunState::Overloaded => "overloaded",
-            RunState::Backlogged => "backlogged",
-            RunState::Stable => return None,
-        }
-    };
+    let why = cr_open::censored_because(run)?;
+    let realized = cr_open::realized_rps(run)?;
     (realized.is_finite() && realized > 0.0).then(|| (realized, why.to_string()))
 }
 
