@@ -64,6 +64,7 @@ fn main() -> miette::Result<()> {
                 max: RatePerS(64.0),
                 precision: Fraction(0.05),
                 confidence: Fraction(0.9),
+                early_stop: true,
             },
             StopRule::Duration(Duration::from_secs(60)),
             Duration::from_secs(10),

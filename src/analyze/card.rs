@@ -893,6 +893,7 @@ mod tests {
                     max: RatePerS(64.0),
                     precision: Fraction(0.05),
                     confidence: Fraction(0.9),
+                    early_stop: true,
                 },
                 StopRule::Duration(Duration::from_secs(120)),
                 Duration::from_secs(15),

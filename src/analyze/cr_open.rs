@@ -123,6 +123,11 @@ pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
         Some("invalid")
     } else if summary.rate_limited_calls > 0 {
         Some("rate-limited")
+    } else if summary.decided.is_some() {
+        // Stopped when its counts were decisive: they were read at an
+        // instant chosen by the counts, so they never bend the curve; the
+        // test that stopped it says it lies beyond the crossing.
+        Some("decided early")
     } else {
         match summary.state {
             RunState::Overloaded => Some("overloaded"),
@@ -130,6 +135,27 @@ pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
             RunState::Stable => None,
         }
     }
+}
+
+/// The highest realized rate of the runs that measured (not censored).
+pub fn highest_measured_rps<'r>(runs: impl IntoIterator<Item = &'r RunEvidence>) -> Option<f64> {
+    runs.into_iter()
+        .filter(|r| r.censored.is_none())
+        .map(|r| r.realized_rps)
+        .reduce(f64::max)
+}
+
+/// Whether a run censored `why` at `realized_rps` stays censored, given the
+/// highest realized rate of the runs that measured. *Backlogged* is a trend
+/// test over a short window (calls in flight or TTFT rising), and near
+/// saturation a queue's wander trips it: when a run at a higher rate kept
+/// up with no trend, the queue does not grow at this lower one, so the flag
+/// was a false alarm and the run's counts enter the fit like any other's
+/// (were it truly filling, its counts show it). Every other reason stands:
+/// overloaded (arrivals left unfinished), invalid, rate-limited, decided
+/// early.
+pub fn censoring_stands(why: &str, realized_rps: f64, highest_measured: Option<f64>) -> bool {
+    why != "backlogged" || highest_measured.is_none_or(|h| h <= realized_rps)
 }
 
 /// What a judged clause allows: `1 − q` beyond the bound for a percentile,
@@ -228,6 +254,22 @@ pub fn fit(runs: &[RunEvidence], slo: &str, confidence: f64) -> SloFit {
     let judged: Vec<(&RunEvidence, &[ClauseObservation])> = runs
         .iter()
         .filter_map(|r| Some((r, r.clauses(slo)?)))
+        .collect();
+    let highest_measured = highest_measured_rps(judged.iter().map(|(r, _)| *r));
+    // A run flagged backlogged that a faster, measured run contradicts is
+    // read as measured (see `censoring_stands`).
+    let judged: Vec<(RunEvidence, &[ClauseObservation])> = judged
+        .into_iter()
+        .map(|(r, clauses)| {
+            let mut r = r.clone();
+            if r.censored
+                .as_deref()
+                .is_some_and(|why| !censoring_stands(why, r.realized_rps, highest_measured))
+            {
+                r.censored = None;
+            }
+            (r, clauses)
+        })
         .collect();
     let censored: Vec<(f64, String)> = judged
         .iter()

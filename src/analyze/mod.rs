@@ -8,6 +8,7 @@
 pub mod card;
 pub mod cr_open;
 pub mod crossp;
+pub mod decisive;
 pub mod frontier;
 /// Moved down to the statistics leaf; kept at this path for callers.
 pub use crate::stats::interval;
@@ -99,6 +100,11 @@ pub struct RunSummary {
     /// The early-stop rule ended the run: its first calls all failed alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_early: Option<crate::exec::record::EarlyStop>,
+    /// A search's run ended once it was decisively beyond every SLO of its
+    /// card: its window ends at the stop, and Cr_open reads it as a
+    /// censored fail (`cr_open::censored_because`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<crate::exec::record::DecisiveStop>,
     /// Measured calls aborted by the client (Ctrl-C, drain deadline): not an
     /// error of the endpoint, but shown.
     #[serde(default)]

@@ -299,6 +299,31 @@ impl SloEvidence {
         }
     }
 
+    /// A count clause's batch counts so far (samples beyond a percentile's
+    /// bound, or failed calls for the error rate); `None` for a mean. Task
+    /// E2E: the tasks' counts when `has_tasks`, as [`judge`](Self::judge)
+    /// reads them.
+    pub fn beyond_counts(&self, slo: &Slo, clause: usize, has_tasks: bool) -> Option<&BatchCounts> {
+        let per_task = has_tasks
+            && matches!(
+                slo.clauses.get(clause),
+                Some(SloClause::Latency {
+                    metric: LatencyMetric::TaskE2e,
+                    ..
+                })
+            );
+        let evidence = if per_task {
+            self.by_task.get(clause)
+        } else {
+            self.by_call.get(clause)
+        };
+        match evidence? {
+            ClauseEvidence::Percentile { beyond, .. } => Some(beyond),
+            ClauseEvidence::ErrorRate { failed } => Some(failed),
+            ClauseEvidence::Mean { .. } => None,
+        }
+    }
+
     /// The verdict of `slo` (the SLO this evidence was made for). `values`
     /// gives each metric's successful samples, for the interval's ends (task
     /// E2E: the tasks' when `has_tasks`, else the calls' E2E).

@@ -572,6 +572,7 @@ impl<'a> RunAccumulator<'a> {
                 .copied()
                 .unwrap_or(0),
             stopped_early,
+            decided: ends.footer.and_then(|f| f.decided.clone()),
             cancelled: self.cancelled,
             reconnects: self.reconnects,
             connections_opened: ends.footer.and_then(|f| f.connections_opened),
@@ -1097,6 +1098,7 @@ pub(crate) mod tests {
             finished_at: "2026-01-01T00:01:00Z".into(),
             connections_opened: None,
             stopped_early: None,
+            decided: None,
         }
     }
 

@@ -151,6 +151,7 @@ impl Replay<'_> {
                     (None, None),
                     &|| false,
                     &mut sink,
+                    None,
                 )
                 .map_err(|e| CalibrateError::Replay {
                     run: run.id.clone(),

@@ -762,6 +762,10 @@ pub struct OpenSpec {
     pub frontier: Vec<f64>,
 }
 
+fn default_early_stop() -> bool {
+    true
+}
+
 /// The confidence of a Cr_open range unless `search ... confidence=` says.
 pub fn default_range_confidence() -> Fraction {
     Fraction(0.9)
@@ -867,6 +871,11 @@ pub enum RateSelection {
         precision: Fraction,
         #[serde(default = "default_range_confidence")]
         confidence: Fraction,
+        /// `early-stop=#false`: every run lasts its planned length. By
+        /// default a run decisively beyond every SLO of its card ends early
+        /// (a sequential one-sided binomial test, `analyze::decisive`).
+        #[serde(default = "default_early_stop")]
+        early_stop: bool,
     },
     /// `rates 1 2 4 8`: an explicit grid (Cr_open = best passing grid rate).
     Grid { rates: Vec<RatePerS> },

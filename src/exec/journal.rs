@@ -52,6 +52,8 @@ pub struct FooterPlan {
     pub connections_opened: Option<u64>,
     /// The early-stop rule ended the run (its window then starts at 0).
     pub stopped_early: Option<super::record::EarlyStop>,
+    /// The run's watch ended it, decisively beyond its SLOs.
+    pub decided: Option<super::record::DecisiveStop>,
 }
 
 /// The writer thread; it returns the journal it wrote.
@@ -142,6 +144,7 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         finished_at: plan.finished_at,
         connections_opened: plan.connections_opened,
         stopped_early: plan.stopped_early,
+        decided: plan.decided,
     }
 }
 
@@ -413,6 +416,7 @@ mod tests {
             finished_at: "x".into(),
             connections_opened: None,
             stopped_early: None,
+            decided: None,
         }
     }
 

@@ -149,6 +149,30 @@ pub struct RunOptions {
     pub shard: Option<ShardRun>,
     /// What the target's preflight settled (journaled, for the card).
     pub dialect: Option<record::Dialect>,
+    /// Makes each run's watch, which may end it early (a search's open
+    /// runs, once decisively beyond their SLOs); `None`: runs run their
+    /// course.
+    pub watch: Option<WatchFactory>,
+}
+
+/// What makes a run's watch: given the run, its watch, if it gets one.
+pub type MakeWatch =
+    dyn Fn(&crate::plan::RunPlan) -> Option<Box<dyn record::RunWatch>> + Send + Sync;
+
+/// Makes the [`RunWatch`](record::RunWatch) of a run, if it gets one.
+#[derive(Clone)]
+pub struct WatchFactory(pub Arc<MakeWatch>);
+
+impl std::fmt::Debug for WatchFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchFactory")
+    }
+}
+
+impl WatchFactory {
+    pub fn watch_for(&self, run: &crate::plan::RunPlan) -> Option<Box<dyn record::RunWatch>> {
+        (self.0)(run)
+    }
 }
 
 /// One shard's part of a run ([`crate::plan::shard`] says which part).

@@ -417,6 +417,57 @@ pub struct RunFooter {
     /// failed alike ([`EarlyStop::RULE`]); `None`: it ran its course.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_early: Option<EarlyStop>,
+    /// The run stopped before its planned end because it was already
+    /// decisively beyond every SLO it was judged against; its window ends
+    /// at the stop. `None`: it ran its course.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<DecisiveStop>,
+}
+
+/// Why an open run was ended once it was decisively beyond its SLOs (a
+/// sequential one-sided binomial test, [`crate::stats::sequential`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisiveStop {
+    /// When starting stopped, ms since t0.
+    pub at_ms: f64,
+    /// The chance, at most, that a run within its SLOs is stopped at all.
+    pub alpha: f64,
+    /// Per SLO, the clause that decided.
+    pub clauses: Vec<DecisiveClause>,
+}
+
+/// One clause a run was decisively beyond, as the deciding look saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisiveClause {
+    pub slo: String,
+    /// `"ttft p90 ≤ 250ms"`.
+    pub clause: String,
+    /// Samples seen so far and those beyond the bound.
+    pub samples: u64,
+    pub beyond: u64,
+    /// The fraction the clause allows beyond its bound.
+    pub allowed: f64,
+    /// The batch-means variance inflation the look used.
+    pub inflation: f64,
+    /// The bound on the chance of so many beyond, were the run within.
+    pub p_bound: f64,
+}
+
+/// Told of every record of a run as it completes (calls and tasks alike,
+/// in the order the journal gets them); it may end the run: `Some` stops
+/// starting new arrivals, and the run's window ends then. Implemented
+/// where the SLOs are known ([`crate::analyze::decisive`]); the runners
+/// only call it.
+pub trait RunWatch: Send {
+    fn observe(&mut self, line: &JournalLine, now_ms: f64) -> Option<DecisiveStop>;
+
+    /// An open-loop arrival (a task) scheduled at `scheduled_ms`, told as
+    /// it is dispatched (`now_ms`); it may end the run as `observe` does.
+    /// Calls pile up unanswered far beyond capacity, and only arrivals
+    /// then say how many calls are waiting.
+    fn arrived(&mut self, _scheduled_ms: f64, _now_ms: f64) -> Option<DecisiveStop> {
+        None
+    }
 }
 
 /// Why a run that could only measure a failure was ended early.

@@ -17,7 +17,8 @@ use super::client::{self, CallEnv, HttpTarget};
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::progress::{Live, ProgressTotal, spawn_progress};
 use super::record::{
-    EarlyStop, ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, TaskRecord,
+    DecisiveStop, EarlyStop, ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, RunWatch,
+    TaskRecord,
 };
 use super::request::{BodyOptions, RequestSource, api_path, build_spec_body};
 use super::stream::{CallId, ms_since, round_us};
@@ -142,6 +143,13 @@ struct Ctx {
     fail_fast: std::sync::Mutex<FailFast>,
     fail_fast_settled: std::sync::atomic::AtomicBool,
     stopped_early: std::sync::Mutex<Option<EarlyStop>>,
+    /// The run's watch (a search's open run), told every record; it may
+    /// end the run, decisively beyond its SLOs.
+    watch: Option<std::sync::Mutex<Box<dyn RunWatch>>>,
+    decided: std::sync::Mutex<Option<DecisiveStop>>,
+    /// Set before starting stops when the watch ended the run: the drain
+    /// deadline then counts from the stop, not from the planned end.
+    ended_early: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How one call ended, for its task.
@@ -214,7 +222,44 @@ impl Ctx {
         bodies
     }
 
+    /// The watch ended the run: starting stops now, and the drain deadline
+    /// counts from now.
+    fn decide(&self, stop: DecisiveStop) {
+        *self
+            .decided
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop);
+        self.ended_early.store(true, Ordering::SeqCst);
+        self.stop_starting.cancel();
+    }
+
+    /// Tell the watch of an arrival about to be sent; `true` when it ended
+    /// the run (the arrival is then not sent: it lies after the stop).
+    fn watch_arrival(&self, scheduled_ms: f64) -> bool {
+        let Some(watch) = &self.watch else {
+            return false;
+        };
+        let now_ms = self.ms(Instant::now());
+        let stop = watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .arrived(scheduled_ms, now_ms);
+        stop.map(|stop| self.decide(stop)).is_some()
+    }
+
     fn emit(&self, line: JournalLine) {
+        if let Some(watch) = &self.watch
+            && !self.stop_starting.is_cancelled()
+        {
+            let now_ms = self.ms(Instant::now());
+            let stop = watch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .observe(&line, now_ms);
+            if let Some(stop) = stop {
+                self.decide(stop);
+            }
+        }
         // Fails only if the writer has stopped; its I/O error is reported at
         // the end of the run.
         let _ = self.journal.send(WriterMsg::Line(line));
@@ -553,6 +598,10 @@ async fn dispatch_open(
                 .fetch_add(calls, Ordering::Relaxed);
         }
         arrivals_ms.push(ms_since(ctx.t0, at));
+        if ctx.watch_arrival(ms_since(ctx.t0, at)) {
+            exhausted = false;
+            break;
+        }
         let task_ctx = Arc::clone(ctx);
         tasks.spawn(async move {
             let first = task_ctx.prepare_first(&task).await;
@@ -606,12 +655,14 @@ fn propagate_panic(result: Result<(), tokio::task::JoinError>) {
 }
 
 /// Stops starting at the planned end, then aborts what is still in flight at
-/// the drain deadline.
+/// the drain deadline: the planned end + timeout + grace, or, for a run its
+/// watch ended (`ended_early`), the stop + timeout + grace.
 async fn supervise(
     stop_starting: CancellationToken,
     abort: CancellationToken,
     planned_end: Option<Instant>,
     timeout: Duration,
+    ended_early: Arc<std::sync::atomic::AtomicBool>,
 ) {
     match planned_end {
         Some(end) => tokio::select! {
@@ -621,7 +672,11 @@ async fn supervise(
         None => stop_starting.cancelled().await,
     }
     let now = Instant::now();
-    let drain_from = planned_end.map_or(now, |end| end.max(now));
+    let drain_from = if ended_early.load(Ordering::SeqCst) {
+        now
+    } else {
+        planned_end.map_or(now, |end| end.max(now))
+    };
     tokio::time::sleep_until(drain_from + timeout + DRAIN_GRACE).await;
     abort.cancel();
 }
@@ -708,6 +763,12 @@ pub(crate) async fn run(
         StopRule::Requests(_) | StopRule::TraceEnd => None,
     };
     let live = Arc::new(Live::default());
+    let ended_early = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = options
+        .watch
+        .as_ref()
+        .and_then(|factory| factory.watch_for(run))
+        .map(std::sync::Mutex::new);
     let ctx = Arc::new(Ctx {
         target,
         api: endpoint.api,
@@ -727,6 +788,9 @@ pub(crate) async fn run(
         fail_fast: std::sync::Mutex::new(FailFast::default()),
         fail_fast_settled: std::sync::atomic::AtomicBool::new(false),
         stopped_early: std::sync::Mutex::new(None),
+        watch,
+        decided: std::sync::Mutex::new(None),
+        ended_early: Arc::clone(&ended_early),
     });
 
     let supervisor = tokio::spawn(supervise(
@@ -734,6 +798,7 @@ pub(crate) async fn run(
         abort,
         planned_end,
         endpoint.timeout,
+        ended_early,
     ));
     let sampler = tokio::spawn(sample_inflight(Arc::clone(&live), t0, done.clone()));
     let interrupt_watch = {
@@ -805,6 +870,11 @@ pub(crate) async fn run(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .take();
+    let decided = ctx
+        .decided
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
     let replays_trace = matches!(
         run.load,
         Load::Rate {
@@ -817,6 +887,10 @@ pub(crate) async fn run(
         // it made, warmup included, up to the stop.
         _ if stopped_early.is_some() && !interrupted => {
             WindowEnd::At(stopped_early.as_ref().map_or(0.0, |s| s.at_ms))
+        }
+        // A run decisively beyond its SLOs: its window ends at the stop.
+        _ if decided.is_some() && !interrupted => {
+            WindowEnd::At(decided.as_ref().map_or(0.0, |d| d.at_ms))
         }
         // A replayed trace that ended before the planned stop: the window
         // ends with the last measured call, not at a planned instant with
@@ -855,6 +929,7 @@ pub(crate) async fn run(
         finished_at: crate::time::rfc3339_utc(SystemTime::now()),
         connections_opened: ctx.target.transport.connections_opened(),
         stopped_early,
+        decided,
     }));
     drop(ctx);
     drop(journal_tx);

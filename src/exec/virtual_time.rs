@@ -43,7 +43,8 @@ use std::time::{Duration, SystemTime};
 
 use super::journal::{self, FooterPlan, WindowEnd, WriterMsg};
 use super::record::{
-    ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, TaskRecord, TokenSource,
+    DecisiveStop, ErrorClass, Journal, JournalLine, RequestRecord, RunHeader, RunWatch, TaskRecord,
+    TokenSource,
 };
 use super::request::{BodyOptions, RequestSource, build_spec_body};
 use super::runner::DRAIN_GRACE;
@@ -124,6 +125,7 @@ pub async fn execute_virtual(
         options.telemetry_off.clone(),
     );
     let tx = journal_tx.clone();
+    let watch = options.watch.as_ref().and_then(|f| f.watch_for(&run));
     let simulated = tokio::task::spawn_blocking(move || {
         let mut sink = |line: JournalLine| {
             // Fails only if the writer stopped; its error is returned below.
@@ -136,6 +138,7 @@ pub async fn execute_virtual(
             header_extra,
             &|| cancel.is_cancelled(),
             &mut sink,
+            watch,
         )
     })
     .await;
@@ -184,7 +187,9 @@ fn write_telemetry(path: &Path, scrapes: &[ScrapeRecord]) -> std::io::Result<()>
 /// the order the HTTP runner writes them (header, then records as calls and
 /// tasks end); the footer's plan and the engine's telemetry (one scrape per
 /// second) are returned. No I/O, no clock: the same target, run and inputs
-/// give the same lines. `cancelled` is polled (Ctrl-C).
+/// give the same lines. `cancelled` is polled (Ctrl-C). `watch`, if any, is
+/// told every record at its completion instant and may end the run, as in
+/// real time.
 pub fn simulate(
     target: &VirtualTarget,
     run: &RunPlan,
@@ -192,6 +197,7 @@ pub fn simulate(
     (prefix_cache_reset, telemetry_off): (Option<String>, Option<String>),
     cancelled: &dyn Fn() -> bool,
     sink: &mut dyn FnMut(JournalLine),
+    watch: Option<Box<dyn RunWatch>>,
 ) -> Result<(FooterPlan, Vec<ScrapeRecord>), ExecError> {
     let bad_run = |reason: &str| ExecError::BadRun {
         run: run.id.clone(),
@@ -219,6 +225,7 @@ pub fn simulate(
         dialect: None,
     }));
     let mut sim = Sim::new(target, run, source, concurrency.is_some(), sink);
+    sim.watch = watch;
     let outcome = sim.run(concurrency, arrivals, cancelled);
     let footer = FooterPlan {
         // An early stop judges every call the run made (see `exec::runner`).
@@ -234,6 +241,7 @@ pub fn simulate(
         finished_at: crate::time::rfc3339_utc(SystemTime::now()),
         connections_opened: None,
         stopped_early: outcome.stopped_early,
+        decided: outcome.decided,
     };
     Ok((footer, std::mem::take(&mut sim.scrapes)))
 }
@@ -359,6 +367,7 @@ struct Outcome {
     arrivals_ms: Option<Vec<f64>>,
     interrupted: bool,
     stopped_early: Option<crate::exec::record::EarlyStop>,
+    decided: Option<DecisiveStop>,
 }
 
 fn ms(t: Duration) -> f64 {
@@ -400,6 +409,9 @@ struct Sim<'a> {
     /// The early-stop rule, as in real time.
     fail_fast: super::runner::FailFast,
     stopped_early: Option<crate::exec::record::EarlyStop>,
+    /// The run's watch, as in real time; what it decided.
+    watch: Option<Box<dyn RunWatch>>,
+    decided: Option<DecisiveStop>,
 }
 
 impl<'a> Sim<'a> {
@@ -456,6 +468,8 @@ impl<'a> Sim<'a> {
             scrapes: Vec::new(),
             fail_fast: super::runner::FailFast::default(),
             stopped_early: None,
+            watch: None,
+            decided: None,
         }
     }
 
@@ -465,7 +479,25 @@ impl<'a> Sim<'a> {
     }
 
     fn emit(&mut self, line: JournalLine) {
+        if !self.stop_starting
+            && let Some(watch) = self.watch.as_mut()
+            && let Some(stop) = watch.observe(&line, ms(self.now))
+        {
+            self.decided = Some(stop);
+            self.stop_early();
+        }
         (self.sink)(line);
+    }
+
+    /// The watch ended the run: starting stops now, and the drain deadline
+    /// counts from now, not from the planned end (as in real time).
+    fn stop_early(&mut self) {
+        if self.stop_starting {
+            return;
+        }
+        self.stop_starting = true;
+        self.stopped_at = Some(self.now);
+        self.at(self.now + self.target.timeout + DRAIN_GRACE, Event::Drain);
     }
 
     fn stop(&mut self) {
@@ -557,6 +589,16 @@ impl<'a> Sim<'a> {
                         if let Some(list) = arrivals_ms.as_mut() {
                             list.push(ms(offset));
                         }
+                        if let Some(stop) = self
+                            .watch
+                            .as_mut()
+                            .and_then(|w| w.arrived(ms(offset), ms(offset)))
+                        {
+                            // The arrival lies at the stop: not sent.
+                            self.decided = Some(stop);
+                            self.stop_early();
+                            continue;
+                        }
                         self.start_task(task, false);
                         next_arrival = pull_arrival(self, &mut schedule_exhausted);
                         match next_arrival {
@@ -602,9 +644,13 @@ impl<'a> Sim<'a> {
             }
         );
         let stopped_early = self.stopped_early.take();
+        let decided = self.decided.take();
         let window_end = match self.run.stop {
             _ if stopped_early.is_some() && !interrupted => {
                 WindowEnd::At(stopped_early.as_ref().map_or(0.0, |s| s.at_ms))
+            }
+            _ if decided.is_some() && !interrupted => {
+                WindowEnd::At(decided.as_ref().map_or(0.0, |d| d.at_ms))
             }
             StopRule::Duration(_) if replays_trace && schedule_exhausted && !interrupted => {
                 WindowEnd::LastMeasuredCompletion
@@ -627,6 +673,7 @@ impl<'a> Sim<'a> {
             arrivals_ms,
             interrupted,
             stopped_early,
+            decided,
         }
     }
 

@@ -125,11 +125,20 @@ fn fit_panels(card: &Card) -> Vec<FitPanel<'_>> {
             .position(|s| s.name == cr_open.slo)
             .unwrap_or(card.slos.len());
         let declared = card.slos.iter().find(|s| s.name == cr_open.slo);
-        let mut censored_runs: Vec<(f64, String)> = card
+        let judged: Vec<&RunSummary> = card
             .open
             .iter()
             .filter(|r| r.verdicts.is_empty() || r.verdict(&cr_open.slo).is_some())
+            .collect();
+        let highest_measured = judged
+            .iter()
+            .filter(|r| cr_open::censored_because(r).is_none())
+            .filter_map(|r| cr_open::realized_rps(r))
+            .reduce(f64::max);
+        let mut censored_runs: Vec<(f64, String)> = judged
+            .into_iter()
             .filter_map(censored)
+            .filter(|(rate, why)| cr_open::censoring_stands(why, *rate, highest_measured))
             .collect();
         censored_runs.sort_by(|a, b| a.0.total_cmp(&b.0));
         for clause in &cr_open.clauses {

@@ -43,6 +43,7 @@ pub(super) async fn drive(
         context_window: None,
         shard: None,
         dialect: None,
+        watch: None,
     };
     for card in &selected.cards {
         let Some(target) = live.get(&card.target) else {
@@ -123,6 +124,24 @@ pub(super) async fn drive(
                     Some(budget_s),
                 );
                 let repeat = experiment.open.as_ref().map_or(1, |o| o.repeat.max(1));
+                // A search's run ends early once it is decisively beyond
+                // every SLO of the card (analyze::decisive).
+                let card_slos: Vec<config::Slo> = experiment
+                    .slos
+                    .iter()
+                    .filter(|s| card.slos.contains(&s.name))
+                    .cloned()
+                    .collect();
+                let early_stop = experiment.open.as_ref().is_none_or(|o| match o.rates {
+                    config::RateSelection::Search { early_stop, .. } => early_stop,
+                    config::RateSelection::Grid { .. } => false,
+                });
+                let search_options = RunOptions {
+                    watch: early_stop
+                        .then(|| decisive_watch(&card_slos, confidence))
+                        .flatten(),
+                    ..options.clone()
+                };
                 // The card's open runs so far, for the frontier phase.
                 let mut open: Vec<RunSummary> = Vec::new();
                 // How often each rate was visited: a revisit is one more
@@ -151,26 +170,37 @@ pub(super) async fn drive(
                     let mut made = Vec::new();
                     for r in 1..=repeat {
                         let run = first.repetition_of(r);
-                        let journal =
-                            execute(folder, target, workload, &run, invocation, &options, log)
-                                .await?;
+                        let journal = execute(
+                            folder,
+                            target,
+                            workload,
+                            &run,
+                            invocation,
+                            &search_options,
+                            log,
+                        )
+                        .await?;
                         let summary = summarize(folder, &run, &journal, experiment)?;
                         if journal.footer.as_ref().is_some_and(|f| f.interrupted) {
                             return Ok(());
                         }
-                        made.push(analyze::cr_open::evidence_of(&summary).unwrap_or_else(|| {
-                            analyze::cr_open::RunEvidence {
-                                run_id: summary.run_id.clone(),
-                                rate_rps: rate,
-                                realized_rps: rate,
-                                censored: None,
-                                slos: vec![],
-                            }
-                        }));
+                        let cost_s = run_cost_s(&run, &journal);
+                        made.push((
+                            analyze::cr_open::evidence_of(&summary).unwrap_or_else(|| {
+                                analyze::cr_open::RunEvidence {
+                                    run_id: summary.run_id.clone(),
+                                    rate_rps: rate,
+                                    realized_rps: rate,
+                                    censored: None,
+                                    slos: vec![],
+                                }
+                            }),
+                            cost_s,
+                        ));
                         open.push(summary);
                         refresh(folder, experiment, full_plan, &templates)?;
                     }
-                    for evidence in made {
+                    for (evidence, cost_s) in made {
                         search.record(evidence, cost_s);
                     }
                     // `tune`: this setting cannot beat the best any more.
@@ -247,6 +277,43 @@ pub(super) async fn drive(
         }
     }
     Ok(())
+}
+
+/// The watch of a search's open runs: each ends once it is decisively
+/// beyond every SLO of the card, stopped by mistake at most
+/// [`analyze::decisive::alpha_for`] of the time.
+fn decisive_watch(slos: &[config::Slo], confidence: f64) -> Option<exec::WatchFactory> {
+    let slos = slos.to_vec();
+    let alpha = analyze::decisive::alpha_for(confidence);
+    let make = move |run: &plan::RunPlan| -> Option<Box<dyn exec::record::RunWatch>> {
+        let StopRule::Duration(window) = run.stop else {
+            return None;
+        };
+        let from_ms = run.warmup.as_secs_f64() * 1e3;
+        let to_ms = from_ms + window.as_secs_f64() * 1e3;
+        analyze::decisive::SloWatch::new(&slos, from_ms, to_ms, alpha)
+            .map(|w| Box::new(w) as Box<dyn exec::record::RunWatch>)
+    };
+    Some(exec::WatchFactory(std::sync::Arc::new(make)))
+}
+
+/// What a search's run cost, warmup included: as planned, less the part of
+/// its window a decisive stop spared.
+fn run_cost_s(run: &RunPlan, journal: &Journal) -> f64 {
+    let planned = plan::planned_run_seconds(run);
+    let spared_s = journal
+        .footer
+        .as_ref()
+        .filter(|f| f.decided.is_some())
+        .and_then(|f| match run.stop {
+            StopRule::Duration(window) => {
+                let planned_end_ms = (run.warmup + window).as_secs_f64() * 1e3;
+                Some((planned_end_ms - f.measured_window_ms[1]).max(0.0) / 1e3)
+            }
+            _ => None,
+        })
+        .unwrap_or(0.0);
+    (planned - spared_s).max(0.0)
 }
 
 /// Run one plan entry, or reuse its journal when resuming and it finished.

@@ -550,6 +550,8 @@ pub(super) async fn serve_shard(
                 },
             }),
             dialect: target.dialect.clone(),
+            // A shard sees its part of the run: no watch decides for all.
+            watch: None,
         };
         let _ = writeln!(
             log,

@@ -168,6 +168,8 @@ pub fn merge_footers(footers: &[RunFooter]) -> Option<RunFooter> {
             .to_string(),
         connections_opened,
         stopped_early: None,
+        // Shards' runs run their course: a watch sees one shard's part.
+        decided: None,
     })
 }
 
@@ -461,6 +463,7 @@ mod tests {
             finished_at: format!("2026-12-02T00:00:{:02}.000000Z", to as u64 / 1000),
             connections_opened: Some(offered),
             stopped_early: None,
+            decided: None,
         }
     }
 

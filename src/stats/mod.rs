@@ -8,6 +8,7 @@
 
 pub mod crossing;
 pub mod interval;
+pub mod sequential;
 
 use std::collections::BTreeMap;
 

@@ -149,6 +149,7 @@ fn quiet() -> RunOptions {
         context_window: None,
         shard: None,
         dialect: None,
+        watch: None,
     }
 }
 
@@ -742,6 +743,7 @@ async fn cancel_stops_an_open_loop_and_keeps_its_arrivals_counted() {
         context_window: None,
         shard: None,
         dialect: None,
+        watch: None,
     };
     let cancel = options.cancel.clone();
     tokio::spawn(async move {

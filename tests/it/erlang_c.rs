@@ -106,6 +106,7 @@ fn search(experiment: &Experiment, slo: &Slo, seed: u64) -> Vec<RunSummary> {
         max,
         precision,
         confidence,
+        ..
     } = spec.rates
     else {
         panic!("erlang-c.kdl searches");

@@ -509,7 +509,16 @@ fn in_virtual_time(target: &VirtualTarget, source: Arc<OneCall>) -> RequestRecor
         source,
         arrivals: None,
     };
-    simulate(target, &run, inputs, (None, None), &|| false, &mut sink).expect("a run");
+    simulate(
+        target,
+        &run,
+        inputs,
+        (None, None),
+        &|| false,
+        &mut sink,
+        None,
+    )
+    .expect("a run");
     assert_eq!(records.len(), 1);
     records.remove(0)
 }

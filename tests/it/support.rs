@@ -237,10 +237,22 @@ pub fn drive_search_on_evidence(
     cost_s: impl Fn(f64) -> f64,
     mut run: impl FnMut(f64, u32) -> capcard::analyze::cr_open::RunEvidence,
 ) {
+    drive_search_with_costs(search, &cost_s, |rate, visit| {
+        (run(rate, visit), cost_s(rate))
+    });
+}
+
+/// [`drive_search_on_evidence`] where each run says what it cost (a run
+/// stopped early costs less than planned); `planned_s` is what the search
+/// checks it can afford before the run.
+pub fn drive_search_with_costs(
+    search: &mut capcard::analyze::Search,
+    planned_s: impl Fn(f64) -> f64,
+    mut run: impl FnMut(f64, u32) -> (capcard::analyze::cr_open::RunEvidence, f64),
+) {
     let mut visits: Vec<(f64, u32)> = Vec::new();
     while let Some(rate) = search.next_rate() {
-        let cost = cost_s(rate);
-        if !search.affords(cost) {
+        if !search.affords(planned_s(rate)) {
             break;
         }
         let visit = match visits.iter_mut().find(|v| v.0 == rate) {
@@ -253,7 +265,8 @@ pub fn drive_search_on_evidence(
                 1
             }
         };
-        search.record(run(rate, visit), cost);
+        let (evidence, cost) = run(rate, visit);
+        search.record(evidence, cost);
         assert!(search.runs().len() <= 200, "the search does not end");
     }
 }
@@ -467,6 +480,7 @@ pub mod build {
                 finished_at: "2026-01-01T01:00:00Z".into(),
                 connections_opened: None,
                 stopped_early: None,
+                decided: None,
             }),
         }
     }

@@ -322,3 +322,69 @@ fn calibration_recovers_the_knobs_of_a_run_it_did_not_see() {
     .unwrap();
     capcard().arg("check").arg(&experiment).assert().success();
 }
+
+/// A search's run far beyond every SLO ends once a sequential test is
+/// decisive: its window ends at the stop, the card marks it *decided*, the
+/// fit reads it as censored, and `early-stop=#false` keeps every run whole.
+#[test]
+fn a_search_run_decisively_beyond_its_slo_stops_early_and_says_so() {
+    let decided_runs = |kdl: &str| {
+        let (tmp, file) = experiment_file("es.kdl", kdl);
+        let dir = tmp.path().join("out");
+        capcard()
+            .args(["run", "--quiet", "--virtual", "--only", "open", "--out"])
+            .arg(&dir)
+            .arg(&file)
+            .assert()
+            .success();
+        let report = read_report(&dir);
+        let card = std::fs::read_to_string(dir.join("tiny--chat.md")).expect("a card");
+        let decided: Vec<(String, f64, f64)> = report.cards[0]
+            .open
+            .iter()
+            .filter_map(|r| Some((r.run_id.clone(), r.decided.as_ref()?.at_ms, r.window_s)))
+            .collect();
+        (decided, card, report)
+    };
+    // Starting at 70 req/s (three times tiny's capacity), the first run's
+    // calls pile up: those sent over a second ago and still waiting are
+    // beyond the E2E bound already, and the run is decisively beyond.
+    let fast_start = EXPERIMENT
+        .replace("search min=1 max=100", "search min=50 max=100")
+        .replace("e2e p90=\"2500ms\"", "e2e p90=\"1s\"")
+        .replace(
+            "duration \"4s\"\n    warmup \"300ms\"\n    budget",
+            "duration \"6s\"\n    warmup \"300ms\"\n    budget",
+        );
+    assert!(fast_start.contains("duration \"6s\""), "{fast_start}");
+    let (decided, card, report) = decided_runs(&fast_start);
+    let (run_id, at_ms, window_s) = decided.first().cloned().expect("a run decided early");
+    // The window is 6 s from a 300 ms warmup; the looks are at 15–70%.
+    assert!(
+        (300.0 + 0.15 * 6000.0..300.0 + 0.75 * 6000.0).contains(&at_ms),
+        "{run_id} stopped at {at_ms} ms"
+    );
+    assert!(window_s < 4.5, "{run_id}: a window of {window_s} s");
+    assert!(card.contains("decided after"), "{card}");
+    let summary = report.cards[0]
+        .open
+        .iter()
+        .find(|r| r.run_id == run_id)
+        .expect("the run");
+    assert_eq!(
+        capcard::analyze::cr_open::censored_because(summary),
+        Some("decided early")
+    );
+    let stop = summary.decided.as_ref().expect("decided");
+    assert!((stop.alpha - 0.01).abs() < 1e-12, "{stop:?}");
+    assert!(
+        stop.clauses[0].beyond * 10 > stop.clauses[0].samples,
+        "{stop:?}"
+    );
+
+    let (decided, card, _) = decided_runs(
+        &fast_start.replace("precision=\"20%\"", "precision=\"20%\" early-stop=#false"),
+    );
+    assert!(decided.is_empty(), "{decided:?}");
+    assert!(!card.contains("decided after"), "{card}");
+}

@@ -511,9 +511,14 @@ impl Decoder {
     }
 
     fn search(&mut self, node: &KdlNode) -> Option<RateSelection> {
-        let usage = "search min=0.5 max=64 precision=\"5%\" confidence=\"90%\"";
+        let usage = "search min=0.5 max=64 precision=\"5%\" confidence=\"90%\" early-stop=#true";
         self.no_children(node, usage);
-        let entries = self.entries(node, 0, &["min", "max", "precision", "confidence"], usage);
+        let entries = self.entries(
+            node,
+            0,
+            &["min", "max", "precision", "confidence", "early-stop"],
+            usage,
+        );
         let bound = |decoder: &mut Decoder, name: &str| match entries.prop(name) {
             Some(entry) => decoder.number(entry, name, usage),
             None => {
@@ -531,6 +536,10 @@ impl Decoder {
             Some(entry) => self.fraction(entry, "confidence"),
             None => Some(crate::config::model::default_range_confidence()),
         };
+        let early_stop = match entries.prop("early-stop") {
+            Some(entry) => self.boolean(entry, "early-stop", usage),
+            None => Some(true),
+        };
         let (min, max) = (RatePerS(min?), RatePerS(max?));
         // Check the bounds even when `precision` was malformed (already reported).
         let checked_precision = precision.unwrap_or(Fraction(0.05));
@@ -540,12 +549,13 @@ impl Decoder {
             node,
             rules::check_search(min, max, checked_precision, checked_confidence),
         );
-        let (precision, confidence) = (precision?, confidence?);
+        let (precision, confidence, early_stop) = (precision?, confidence?, early_stop?);
         bounds_ok.then_some(RateSelection::Search {
             min,
             max,
             precision,
             confidence,
+            early_stop,
         })
     }
 

@@ -370,6 +370,7 @@ fn loops(experiment: &Experiment, problems: &mut Problems) {
                 max,
                 precision,
                 confidence,
+                ..
             } => report(
                 "open, search".into(),
                 check_search(*min, *max, *precision, *confidence),

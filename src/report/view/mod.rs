@@ -719,6 +719,30 @@ fn search_slos(card: &Card) -> Vec<String> {
     names
 }
 
+/// `"decided after 4.5 s: ttft p90 ≤ 62.5ms 41 of 52 beyond (10% allowed)"`:
+/// a search's run its watch ended, decisively beyond every SLO.
+fn decided_mark(d: &crate::exec::record::DecisiveStop, window_s: f64) -> String {
+    let clauses: Vec<String> = d
+        .clauses
+        .iter()
+        .map(|c| {
+            format!(
+                "`{}` {} {} of {} beyond ({} allowed)",
+                c.slo,
+                c.clause,
+                crate::format::num(c.beyond as f64, 0),
+                crate::format::num(c.samples as f64, 0),
+                crate::format::pct_compact(c.allowed)
+            )
+        })
+        .collect();
+    format!(
+        "decided after {} s of its window: {}",
+        crate::format::significant(window_s),
+        clauses.join("; ")
+    )
+}
+
 fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
     sorted_open(card)
         .into_iter()
@@ -737,6 +761,9 @@ fn search_rows(card: &Card, slos: &[String]) -> Vec<SearchRow> {
             }
             if r.incomplete {
                 marks.push("incomplete".to_string());
+            }
+            if let Some(d) = &r.decided {
+                marks.push(decided_mark(d, r.window_s));
             }
             if r.repetition.0 > 1 {
                 marks.push(format!("rep {}", r.repetition.0));
