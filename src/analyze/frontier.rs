@@ -32,6 +32,33 @@ use super::search::{round_rate, same_rate};
 use super::{RunState, RunSummary};
 use crate::config::{Slo, SloClause};
 
+/// The bounds every run counts its percentile clauses at, as multipliers
+/// of each declared bound, whether or not `frontier` is set: half and
+/// three quarters of it (what a tighter SLO costs), one and a half and
+/// twice it (what a looser one buys). A handful, so the evidence each run
+/// keeps stays small (20 counts per bound per clause).
+pub const DEFAULT_LADDER: [f64; 4] = [0.5, 0.75, 1.5, 2.0];
+
+/// The multipliers a run counts its percentile clauses at: the default
+/// ladder and `asked` (the experiment's `frontier`), by rising value, each
+/// once, never 1 (the declared bound is counted already).
+pub fn multipliers(asked: &[f64]) -> Vec<f64> {
+    let mut all: Vec<f64> = DEFAULT_LADDER
+        .iter()
+        .chain(asked)
+        .copied()
+        .filter(|m| m.is_finite() && *m > 0.0 && !same_bound(*m, 1.0))
+        .collect();
+    all.sort_by(f64::total_cmp);
+    all.dedup_by(|a, b| same_bound(*a, *b));
+    all
+}
+
+/// Two bounds (or multipliers) the frontier treats as one.
+fn same_bound(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
 /// One clause's frontier (`cards[].frontier[]` in results.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Frontier {
