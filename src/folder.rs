@@ -520,12 +520,13 @@ pub fn summarize_run_file(
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
     let slos = judged_slos(experiment, header.map(|h| &h.run));
+    let frontier = frontier_multipliers(experiment);
     let key = footer.and_then(|_| {
         let telemetry = header.map(|h| folder.telemetry(&h.run.id));
         summary_key(
             path,
             telemetry.as_deref(),
-            &format!("{slos:?}{extra:?}{confidence}"),
+            &format!("{slos:?}{extra:?}{confidence}{frontier:?}"),
         )
     });
     if let Some(summary) = key.as_ref().and_then(cached_summary) {
@@ -538,6 +539,7 @@ pub fn summarize_run_file(
             &slos,
             &extra,
             confidence,
+            frontier,
         );
         exec::stream_journal(path, |line| match line {
             exec::JournalLine::Request(r) => acc.request(&r),
@@ -634,7 +636,13 @@ pub fn summarize_run(
         .as_ref()
         .map_or(analyze::interval::DEFAULT_CONFIDENCE, |o| o.confidence.0);
     let slos = judged_slos(experiment, journal.header.as_ref().map(|h| &h.run));
-    let mut summary = analyze::summary::summarize_judged(journal, &slos, &extra, confidence);
+    let mut summary = analyze::summary::summarize_judged(
+        journal,
+        &slos,
+        &extra,
+        confidence,
+        frontier_multipliers(experiment),
+    );
     if let Some(header) = &journal.header {
         let path = folder.telemetry(&header.run.id);
         // A missing or unreadable telemetry file means "no telemetry for this
@@ -655,6 +663,12 @@ pub fn summarize_run(
         }
     }
     summary
+}
+
+/// The experiment's `frontier` multipliers (`open`): every summary counts
+/// its percentile clauses at those bounds too, beside the default ladder.
+fn frontier_multipliers(experiment: &Experiment) -> &[f64] {
+    experiment.open.as_ref().map_or(&[][..], |o| &o.frontier)
 }
 
 /// Search ceiling of an open spec (`None` for grids), for "Cr_open ≥ max".

@@ -183,10 +183,11 @@ fn assemble(
             .collect()
     };
     let (crossp, cr_closed) = decide_closed(&median_per_level(&closed));
-    let per_rate = combined_per_rate(&open);
     // Every run is a point of the fit: revisits, repetitions, extensions.
     let cr_open = decide_open(&open);
-    let frontier = super::frontier::frontiers(&per_rate);
+    // Fitted like Cr_open, from every run, at its confidence: the point at
+    // each declared bound is the clause's Cr_open crossing.
+    let frontier = super::frontier::frontiers(&open, confidence);
     let repetitions = closed
         .iter()
         .chain(&open)

@@ -251,76 +251,19 @@ impl SloFit {
 
 /// Cr_open of `slo` from every run in `runs` at `confidence`.
 pub fn fit(runs: &[RunEvidence], slo: &str, confidence: f64) -> SloFit {
-    let judged: Vec<(&RunEvidence, &[ClauseObservation])> = runs
-        .iter()
-        .filter_map(|r| Some((r, r.clauses(slo)?)))
-        .collect();
-    let highest_measured = highest_measured_rps(judged.iter().map(|(r, _)| *r));
-    // A run flagged backlogged that a faster, measured run contradicts is
-    // read as measured (see `censoring_stands`).
-    let judged: Vec<(RunEvidence, &[ClauseObservation])> = judged
-        .into_iter()
-        .map(|(r, clauses)| {
-            let mut r = r.clone();
-            if r.censored
-                .as_deref()
-                .is_some_and(|why| !censoring_stands(why, r.realized_rps, highest_measured))
-            {
-                r.censored = None;
-            }
-            (r, clauses)
-        })
-        .collect();
+    let judged = judged_by(runs, slo);
     let censored: Vec<(f64, String)> = judged
         .iter()
         .filter_map(|(r, _)| Some((r.realized_rps, r.censored.clone()?)))
         .collect();
-    let censored_rates: Vec<f64> = censored.iter().map(|c| c.0).collect();
     let labels: Vec<(String, Bound)> = judged
         .first()
         .map(|(_, clauses)| clauses.iter().map(|c| (c.label.clone(), c.bound)).collect())
         .unwrap_or_default();
-    let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
     let clauses: Vec<(ClauseCrossing, Method)> = labels
         .iter()
         .enumerate()
-        .map(|(i, (label, bound))| {
-            let mut points = Vec::new();
-            let mut shown = Vec::new();
-            for (run, clauses) in &judged {
-                if run.censored.is_some() {
-                    continue;
-                }
-                let Some(observation) = clauses.get(i).and_then(|c| c.observation) else {
-                    continue;
-                };
-                points.push(Point {
-                    rate_per_s: run.realized_rps,
-                    observation,
-                });
-                shown.push(point_of(run, observation, z, confidence));
-            }
-            let found = crossing::crossing(&points, &censored_rates, *bound, confidence);
-            let (scale, allowed) = match bound {
-                Bound::Fraction(f) => ("fraction", *f),
-                Bound::Mean(m) => ("mean_ms", *m),
-            };
-            (
-                ClauseCrossing {
-                    label: label.clone(),
-                    estimate_rps: found.estimate_per_s,
-                    range: found.range_per_s,
-                    method: found.method.as_str().to_string(),
-                    slope: found.slope,
-                    dispersion: found.dispersion,
-                    isotonic_rps: found.isotonic_per_s,
-                    scale: scale.to_string(),
-                    allowed,
-                    points: shown,
-                },
-                found.method,
-            )
-        })
+        .map(|(i, (label, bound))| fit_clause(&judged, i, label, *bound, confidence))
         .collect();
 
     // The SLO holds while every clause does: its crossing is the smallest.
@@ -366,6 +309,102 @@ pub fn fit(runs: &[RunEvidence], slo: &str, confidence: f64) -> SloFit {
         clauses: clauses.into_iter().map(|(c, _)| c).collect(),
         censored,
     }
+}
+
+/// The crossing of the `index`th clause of `slo` over every run in `runs`
+/// at `confidence`: the clause's entry of [`fit`]'s `clauses`, alone.
+/// The SLO frontier fits each of its bounds through it, with each run's
+/// observation of the clause counted at that bound. `None` when no run
+/// judged the SLO or it has no such clause.
+pub fn clause_crossing(
+    runs: &[RunEvidence],
+    slo: &str,
+    index: usize,
+    confidence: f64,
+) -> Option<ClauseCrossing> {
+    let judged = judged_by(runs, slo);
+    let first = judged.first()?.1.get(index)?;
+    let (label, bound) = (first.label.clone(), first.bound);
+    Some(fit_clause(&judged, index, &label, bound, confidence).0)
+}
+
+/// The runs that judged `slo`, with their clauses of it. A run flagged
+/// backlogged that a faster, measured run contradicts is read as measured
+/// (see [`censoring_stands`]).
+fn judged_by<'r>(
+    runs: &'r [RunEvidence],
+    slo: &str,
+) -> Vec<(RunEvidence, &'r [ClauseObservation])> {
+    let judged: Vec<(&RunEvidence, &[ClauseObservation])> = runs
+        .iter()
+        .filter_map(|r| Some((r, r.clauses(slo)?)))
+        .collect();
+    let highest_measured = highest_measured_rps(judged.iter().map(|(r, _)| *r));
+    judged
+        .into_iter()
+        .map(|(r, clauses)| {
+            let mut r = r.clone();
+            if r.censored
+                .as_deref()
+                .is_some_and(|why| !censoring_stands(why, r.realized_rps, highest_measured))
+            {
+                r.censored = None;
+            }
+            (r, clauses)
+        })
+        .collect()
+}
+
+/// One clause's crossing over the `judged` runs: every run that measured
+/// it is a point at its realized rate, every censored run caps the range.
+fn fit_clause(
+    judged: &[(RunEvidence, &[ClauseObservation])],
+    index: usize,
+    label: &str,
+    bound: Bound,
+    confidence: f64,
+) -> (ClauseCrossing, Method) {
+    let censored_rates: Vec<f64> = judged
+        .iter()
+        .filter(|(r, _)| r.censored.is_some())
+        .map(|(r, _)| r.realized_rps)
+        .collect();
+    let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let mut points = Vec::new();
+    let mut shown = Vec::new();
+    for (run, clauses) in judged {
+        if run.censored.is_some() {
+            continue;
+        }
+        let Some(observation) = clauses.get(index).and_then(|c| c.observation) else {
+            continue;
+        };
+        points.push(Point {
+            rate_per_s: run.realized_rps,
+            observation,
+        });
+        shown.push(point_of(run, observation, z, confidence));
+    }
+    let found = crossing::crossing(&points, &censored_rates, bound, confidence);
+    let (scale, allowed) = match bound {
+        Bound::Fraction(f) => ("fraction", f),
+        Bound::Mean(m) => ("mean_ms", m),
+    };
+    (
+        ClauseCrossing {
+            label: label.to_string(),
+            estimate_rps: found.estimate_per_s,
+            range: found.range_per_s,
+            method: found.method.as_str().to_string(),
+            slope: found.slope,
+            dispersion: found.dispersion,
+            isotonic_rps: found.isotonic_per_s,
+            scale: scale.to_string(),
+            allowed,
+            points: shown,
+        },
+        found.method,
+    )
 }
 
 /// A run's showing of a clause with its interval, for the chart.

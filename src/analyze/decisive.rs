@@ -62,7 +62,13 @@ impl SloWatch {
         Some(SloWatch {
             slos: slos
                 .iter()
-                .map(|s| (s.clone(), SloEvidence::new(s), SloEvidence::new(s)))
+                .map(|s| {
+                    (
+                        s.clone(),
+                        SloEvidence::new(s, &[]),
+                        SloEvidence::new(s, &[]),
+                    )
+                })
                 .collect(),
             from_ms,
             to_ms,

@@ -451,8 +451,10 @@ pub struct Card {
     /// every repetition passed, a failure if any failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<RepeatSpread>,
-    /// Per latency clause of each SLO: the largest measured rate that would
-    /// pass as a function of the bound (see [`frontier`]).
+    /// Per percentile clause of each SLO: its Cr_open crossing fitted at
+    /// the declared bound and at each frontier bound (a folder from before
+    /// the fit: the largest measured rate that would pass as a function of
+    /// the bound; see [`frontier`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frontier: Vec<frontier::Frontier>,
     /// `frontier` in `open`: the multipliers of each latency bound at which

@@ -36,7 +36,7 @@ use crate::exec::record::{RequestRecord, TaskRecord};
 use crate::format::{ms_compact, pct_compact};
 use crate::stats::StatsAccumulator;
 
-use crate::stats::interval::{self, BatchCounts, BatchSums, Verdict};
+use crate::stats::interval::{self, BATCHES, BatchCounts, BatchSums, Verdict};
 
 /// Whether a run met an SLO, and why (`open[].verdicts[]` in results.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,6 +123,23 @@ pub struct ClauseVerdict {
     /// before it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batches: Option<ClauseBatches>,
+    /// A percentile clause: the samples beyond each *frontier bound* (the
+    /// declared bound times each multiplier of
+    /// [`frontier::multipliers`](super::frontier::multipliers)) per batch,
+    /// for the SLO frontier's fit (`analyze::frontier`). The samples per
+    /// batch are `batches.samples`. Empty for other clauses and in folders
+    /// written before the fitted frontier.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at_bounds: Vec<BoundBatches>,
+}
+
+/// One frontier bound of a percentile clause on one run: how many of each
+/// batch's samples (`ClauseBatches::samples`) were beyond `bound_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BoundBatches {
+    pub bound_ms: f64,
+    pub beyond: Vec<u64>,
 }
 
 /// One clause's evidence per batch (time slice) of a run's measured window:
@@ -178,6 +195,8 @@ enum ClauseEvidence {
         bound_ms: f64,
         beyond: BatchCounts,
         failed: u64,
+        /// The frontier bounds and, per batch, the samples beyond each.
+        at_bounds: Vec<(f64, [u64; BATCHES])>,
     },
     Mean {
         metric: LatencyMetric,
@@ -189,7 +208,10 @@ enum ClauseEvidence {
 }
 
 impl SloEvidence {
-    pub fn new(slo: &Slo) -> Self {
+    /// Evidence for `slo`; each percentile clause also counts the samples
+    /// beyond its bound times each of `frontier_multipliers` (the full list:
+    /// [`frontier::multipliers`](super::frontier::multipliers)).
+    pub fn new(slo: &Slo, frontier_multipliers: &[f64]) -> Self {
         let clauses = slo
             .clauses
             .iter()
@@ -198,12 +220,19 @@ impl SloEvidence {
                     metric,
                     stat: Stat::Percentile(_),
                     limit,
-                } => ClauseEvidence::Percentile {
-                    metric: *metric,
-                    bound_ms: limit.as_secs_f64() * 1000.0,
-                    beyond: BatchCounts::default(),
-                    failed: 0,
-                },
+                } => {
+                    let bound_ms = limit.as_secs_f64() * 1000.0;
+                    ClauseEvidence::Percentile {
+                        metric: *metric,
+                        bound_ms,
+                        beyond: BatchCounts::default(),
+                        failed: 0,
+                        at_bounds: frontier_multipliers
+                            .iter()
+                            .map(|m| (m * bound_ms, [0; BATCHES]))
+                            .collect(),
+                    }
+                }
                 SloClause::Latency {
                     metric,
                     stat: Stat::Mean,
@@ -235,18 +264,23 @@ impl SloEvidence {
                     bound_ms,
                     beyond,
                     failed: failures,
+                    at_bounds,
                 } => {
                     if failed {
                         beyond.push(batch, true);
+                        count_beyond(at_bounds, batch, f64::INFINITY);
                         *failures += 1;
                         continue;
                     }
                     if *metric == LatencyMetric::Itl {
                         for &gap in &r.itl_ms {
-                            beyond.push(batch, f64::from(gap) > *bound_ms);
+                            let v = f64::from(gap);
+                            beyond.push(batch, v > *bound_ms);
+                            count_beyond(at_bounds, batch, v);
                         }
                     } else if let Some(v) = call_value(r, *metric) {
                         beyond.push(batch, v > *bound_ms);
+                        count_beyond(at_bounds, batch, v);
                     }
                 }
                 ClauseEvidence::Mean { metric, sums } => {
@@ -276,12 +310,17 @@ impl SloEvidence {
                     bound_ms,
                     beyond,
                     failed,
+                    at_bounds,
                 } => match t.e2e_ms {
-                    Some(v) => beyond.push(batch, v > *bound_ms),
+                    Some(v) => {
+                        beyond.push(batch, v > *bound_ms);
+                        count_beyond(at_bounds, batch, v);
+                    }
                     // A task whose only failures are context-window
                     // refusals never fit the target: no sample either way.
                     None if t.failed_calls > t.context_rejected_calls => {
                         beyond.push(batch, true);
+                        count_beyond(at_bounds, batch, f64::INFINITY);
                         *failed += 1;
                     }
                     None => {}
@@ -371,6 +410,15 @@ impl SloEvidence {
     }
 }
 
+/// One sample of value `v` (∞ for a failed call, beyond every bound) in
+/// batch `batch`, against each frontier bound: one comparison per bound.
+fn count_beyond(at_bounds: &mut [(f64, [u64; BATCHES])], batch: usize, v: f64) {
+    let b = batch.min(BATCHES - 1);
+    for (bound_ms, beyond) in at_bounds {
+        beyond[b] += u64::from(v > *bound_ms);
+    }
+}
+
 /// A call's own value of a per-call metric (not ITL, which has many).
 fn call_value(r: &RequestRecord, metric: LatencyMetric) -> Option<f64> {
     match metric {
@@ -414,7 +462,12 @@ fn judge_clause<'v>(
                 stat: Stat::Percentile(p),
                 limit,
             },
-            ClauseEvidence::Percentile { beyond, failed, .. },
+            ClauseEvidence::Percentile {
+                beyond,
+                failed,
+                at_bounds,
+                ..
+            },
         ) => {
             let limit_ms = limit.as_secs_f64() * 1000.0;
             let n = beyond.total();
@@ -443,6 +496,13 @@ fn judge_clause<'v>(
                 failed: *failed,
                 inflation,
                 batches: Some(ClauseBatches::of_counts(beyond)),
+                at_bounds: at_bounds
+                    .iter()
+                    .map(|(bound_ms, beyond)| BoundBatches {
+                        bound_ms: *bound_ms,
+                        beyond: beyond.to_vec(),
+                    })
+                    .collect(),
                 ..ClauseVerdict::default()
             }
         }
@@ -689,7 +749,7 @@ mod tests {
 
     /// Judge `records` (spread over the batches in order) against `slo`.
     fn judge(slo: &Slo, records: &[RequestRecord]) -> SloVerdict {
-        let mut evidence = SloEvidence::new(slo);
+        let mut evidence = SloEvidence::new(slo, &[]);
         let mut ttft = StatsAccumulator::default();
         let mut e2e = StatsAccumulator::default();
         let mut itl = StatsAccumulator::default();
@@ -785,6 +845,56 @@ mod tests {
     }
 
     #[test]
+    fn percentile_clauses_count_each_frontier_bound_per_batch() {
+        // TTFT cycling 1..=100 ms, every 10th call timed out.
+        let mut records = calls(1000);
+        for r in records.iter_mut().step_by(10) {
+            *r = failed(r.task, r.scheduled_ms, ErrorClass::Timeout);
+        }
+        let s = slo(vec![
+            latency(LatencyMetric::Ttft, Stat::Percentile(90.0), 60),
+            latency(LatencyMetric::Ttft, Stat::Mean, 60),
+        ]);
+        let mut evidence = SloEvidence::new(&s, &[0.5, 2.0]);
+        let values = StatsAccumulator::default();
+        for (i, r) in records.iter().enumerate() {
+            evidence.call(r, i * interval::BATCHES / records.len());
+        }
+        let v = evidence.judge(&s, |_| &values, 0.95, false);
+        let p90 = &v.clauses[0];
+        let batches = p90.batches.as_ref().expect("batches");
+        let bounds: Vec<f64> = p90.at_bounds.iter().map(|b| b.bound_ms).collect();
+        assert_eq!(bounds, [30.0, 120.0]);
+        // A failed call is beyond every bound; a success beyond those its
+        // TTFT exceeds.
+        let beyond = |bound_ms: f64| -> u64 {
+            records
+                .iter()
+                .filter(|r| !r.is_ok() || r.ttft_ms.is_some_and(|t| t > bound_ms))
+                .count() as u64
+        };
+        for b in &p90.at_bounds {
+            assert_eq!(b.beyond.len(), interval::BATCHES);
+            assert_eq!(b.beyond.iter().sum::<u64>(), beyond(b.bound_ms), "{b:?}");
+            assert!(b.beyond.iter().zip(&batches.samples).all(|(k, n)| k <= n));
+        }
+        assert_eq!(
+            p90.at_bounds[1].beyond.iter().sum::<u64>(),
+            100,
+            "the failures"
+        );
+        assert_eq!(batches.beyond.iter().sum::<u64>(), beyond(60.0));
+        // A mean has no frontier; the field stays out of results.json.
+        assert!(v.clauses[1].at_bounds.is_empty());
+        let json = serde_json::to_string(&v.clauses[1]).expect("serializes");
+        assert!(!json.contains("at_bounds"), "{json}");
+        // A clause from before the frontier's evidence still reads.
+        let old: ClauseVerdict =
+            serde_json::from_str(r#"{"label": "ttft p90 ≤ 60ms", "samples": 3}"#).expect("parses");
+        assert!(old.at_bounds.is_empty());
+    }
+
+    #[test]
     fn error_rate_and_mean_clauses() {
         let mut records = calls(2000);
         for r in records.iter_mut().step_by(100) {
@@ -847,7 +957,7 @@ mod tests {
             Stat::Percentile(50.0),
             1000,
         )]);
-        let mut evidence = SloEvidence::new(&s);
+        let mut evidence = SloEvidence::new(&s, &[]);
         let e2e = StatsAccumulator::default();
         for i in 0..40u64 {
             let t = TaskRecord {

@@ -88,22 +88,31 @@ pub fn summarize(journal: &Journal, slos: &[Slo]) -> RunSummary {
 /// [`summarize`], also computing `extra_stats` (e.g. the CrossP statistic of
 /// a closed sweep when it is not one of p50/p90/p95/p99) in every metric.
 pub fn summarize_with(journal: &Journal, slos: &[Slo], extra_stats: &[Stat]) -> RunSummary {
-    summarize_judged(journal, slos, extra_stats, interval::DEFAULT_CONFIDENCE)
+    summarize_judged(
+        journal,
+        slos,
+        extra_stats,
+        interval::DEFAULT_CONFIDENCE,
+        &[],
+    )
 }
 
-/// [`summarize_with`], judging the SLOs at `confidence`.
+/// [`summarize_with`], judging the SLOs at `confidence`. `frontier`: the
+/// experiment's `frontier` multipliers (`open`), counted with the default
+/// ladder for the SLO frontier ([`super::frontier::multipliers`]).
 pub fn summarize_judged(
     journal: &Journal,
     slos: &[Slo],
     extra_stats: &[Stat],
     confidence: f64,
+    frontier: &[f64],
 ) -> RunSummary {
     let ends = JournalEnds {
         header: journal.header.as_ref(),
         footer: journal.footer.as_ref(),
     };
     let pass = |window: Window| {
-        let mut acc = Summarizer::new(ends, window, slos, extra_stats, confidence);
+        let mut acc = Summarizer::new(ends, window, slos, extra_stats, confidence, frontier);
         for record in &journal.requests {
             acc.request(record);
         }
@@ -138,19 +147,24 @@ pub struct Summarizer<'a> {
 
 impl<'a> Summarizer<'a> {
     /// `slos`: every SLO of the experiment; a plain run is judged on all of
-    /// them, a mix run's classes each on their own.
+    /// them, a mix run's classes each on their own. `frontier`: the
+    /// experiment's `frontier` multipliers (a plain run also counts its
+    /// percentile clauses at those bounds and the default ladder's; a mix,
+    /// whose frontier is not supported, at none).
     pub fn new(
         ends: JournalEnds<'a>,
         window: Window,
         slos: &'a [Slo],
         extra_stats: &[Stat],
         confidence: f64,
+        frontier: &[f64],
     ) -> Self {
         let mix = ends.header.and_then(|h| h.run.mix.as_ref());
         let Some(mix) = mix else {
             return Summarizer {
                 whole: RunAccumulator::new(ends, window, slos, extra_stats)
-                    .with_confidence(confidence),
+                    .with_confidence(confidence)
+                    .with_frontier(&super::frontier::multipliers(frontier)),
                 classes: Vec::new(),
             };
         };
@@ -163,8 +177,9 @@ impl<'a> Summarizer<'a> {
                     .as_deref()
                     .and_then(|name| slos.iter().find(|s| s.name == name))
                     .map_or(&[], std::slice::from_ref);
-                let mut acc =
-                    RunAccumulator::new(ends, window, own, extra_stats).with_confidence(confidence);
+                let mut acc = RunAccumulator::new(ends, window, own, extra_stats)
+                    .with_confidence(confidence)
+                    .with_frontier(&[]);
                 acc.own_arrivals = true;
                 (class, acc)
             })
@@ -335,7 +350,12 @@ impl<'a> RunAccumulator<'a> {
             output_counted: MeanAccumulator::default(),
             short_outputs: 0,
             good: vec![0; slos.len()],
-            evidence: slos.iter().map(SloEvidence::new).collect(),
+            evidence: {
+                let multipliers = super::frontier::multipliers(&[]);
+                slos.iter()
+                    .map(|s| SloEvidence::new(s, &multipliers))
+                    .collect()
+            },
             confidence: interval::DEFAULT_CONFIDENCE,
             gaps: StatsAccumulator::default(),
             trend: [(0, 0.0); BATCHES],
@@ -351,6 +371,18 @@ impl<'a> RunAccumulator<'a> {
     /// Judge the SLOs at `confidence` (default 95%).
     pub fn with_confidence(mut self, confidence: f64) -> Self {
         self.confidence = confidence;
+        self
+    }
+
+    /// Count each percentile clause's samples beyond its bound times each
+    /// of `multipliers` (the full list, [`super::frontier::multipliers`];
+    /// by default the default ladder's). Before the first record.
+    pub fn with_frontier(mut self, multipliers: &[f64]) -> Self {
+        self.evidence = self
+            .slos
+            .iter()
+            .map(|s| SloEvidence::new(s, multipliers))
+            .collect();
         self
     }
 

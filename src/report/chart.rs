@@ -10,8 +10,9 @@
 //! *relative* changes and SLO bounds often span orders of magnitude;
 //! throughput on a linear axis so saturation shows as a plateau. The SLO
 //! frontier puts the clause's bound on the same log10 axis, and the rate it
-//! buys on a linear one, so "what does loosening the bound by half buy"
-//! reads as a step up.
+//! allows on a linear one, so "what does loosening the bound by half buy"
+//! reads as a rise: each bound's fitted crossing with its range (a folder
+//! from before the fit: the largest measured rate that passes, as steps).
 //!
 //! The open-loop chart shows what the SLOs judge, so that it says which
 //! clause decided Cr_open and not only that latency grew: one panel per
@@ -38,7 +39,7 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::analyze::frontier::Frontier;
+use crate::analyze::frontier::{Frontier, FrontierPoint};
 use crate::analyze::slo::clause_label;
 use crate::analyze::{Card, LatencyStats, RunSummary, Verdict};
 use crate::config::{LatencyMetric, SloClause, Stat};
@@ -80,11 +81,7 @@ pub(crate) fn chart_links(card: &Card) -> Vec<(String, String)> {
         links.push((format!("{stem}--open.svg"), what.to_string()));
     }
     if !frontier_series(card).is_empty() {
-        links.push((
-            format!("{stem}{FRONTIER_SUFFIX}"),
-            "SLO frontier: the largest measured rate that passes vs each latency clause's bound, declared bounds marked"
-                .to_string(),
-        ));
+        links.push((format!("{stem}{FRONTIER_SUFFIX}"), frontier_alt(card)));
     }
     links
 }
@@ -781,8 +778,7 @@ fn open_chart(card: &Card) -> DrawResult<String> {
 }
 
 /// One curve of the frontier chart.
-struct FrontierSeries<'a> {
-    frontier: &'a Frontier,
+struct FrontierSeries {
     /// `"interactive: TTFT p99 ≤ 1 s"`, as the open chart names bounds.
     label: String,
     /// The SLO's own bound on the clause, when the card still has it.
@@ -791,19 +787,69 @@ struct FrontierSeries<'a> {
     /// the curve dense.
     asked_ms: Vec<(f64, f64)>,
     color: RGBColor,
+    /// What is drawn, by rising bound.
+    points: Vec<FrontierMark>,
+}
+
+/// One point of a frontier curve as drawn: at `log10(bound)`, a rate (the
+/// fitted estimate, or the measured rate that passes) and, for a fitted
+/// point, its range (an end no run bounds is `None`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FrontierMark {
+    x: f64,
+    rps: Option<f64>,
+    range: [Option<f64>; 2],
+    /// A measured point whose run was inconclusive.
+    hollow: bool,
+    /// The declared bound: the clause's Cr_open crossing.
+    declared: bool,
+}
+
+fn finite_rps(r: Option<f64>) -> Option<f64> {
+    r.filter(|r| r.is_finite() && *r > 0.0)
+}
+
+/// The drawable points of `frontier`: a bound on the log axis and at least
+/// a rate or a range end.
+fn frontier_marks(frontier: &Frontier) -> Vec<FrontierMark> {
+    frontier
+        .points
+        .iter()
+        .filter(|p| p.bound_ms().is_finite() && p.bound_ms() > 0.0)
+        .map(|p| match p {
+            FrontierPoint::Fitted(f) => FrontierMark {
+                x: f.bound_ms.log10(),
+                rps: finite_rps(f.estimate_rps),
+                range: [finite_rps(f.range[0]), finite_rps(f.range[1])],
+                hollow: false,
+                declared: (f.multiplier - 1.0).abs() < 1e-9,
+            },
+            FrontierPoint::Measured(m) => FrontierMark {
+                x: m.bound_ms.log10(),
+                rps: m.rps.is_finite().then_some(m.rps),
+                range: [None, None],
+                hollow: m.inconclusive,
+                declared: false,
+            },
+        })
+        .filter(|m| m.rps.is_some() || m.range.iter().any(Option::is_some))
+        .collect()
+}
+
+/// Whether the card's frontier is fitted (else measured, a folder from
+/// before the fit): the chart draws estimates with ranges, not steps.
+fn frontier_fitted(card: &Card) -> bool {
+    card.frontier.iter().any(Frontier::is_fitted)
 }
 
 /// The frontier curves with at least one drawable point.
-fn frontier_series(card: &Card) -> Vec<FrontierSeries<'_>> {
+fn frontier_series(card: &Card) -> Vec<FrontierSeries> {
     card.frontier
         .iter()
-        .filter(|f| {
-            f.points
-                .iter()
-                .any(|p| p.bound_ms.is_finite() && p.bound_ms > 0.0 && p.rps.is_finite())
-        })
+        .map(|f| (f, frontier_marks(f)))
+        .filter(|(_, marks)| !marks.is_empty())
         .enumerate()
-        .map(|(i, frontier)| {
+        .map(|(i, (frontier, points))| {
             let clause = declared_clause(card, &frontier.slo, &frontier.clause);
             let declared_ms = match clause {
                 Some(SloClause::Latency { limit, .. }) => Some(limit.as_secs_f64() * 1000.0),
@@ -818,11 +864,11 @@ fn frontier_series(card: &Card) -> Vec<FrontierSeries<'_>> {
                     .collect()
             });
             FrontierSeries {
-                frontier,
                 label: format!("{}: {words}", frontier.slo),
                 declared_ms,
                 asked_ms,
                 color: FRONTIER_COLORS[i % FRONTIER_COLORS.len()],
+                points,
             }
         })
         .collect()
@@ -849,43 +895,74 @@ fn declared_in_verdicts(card: &Card, slo: &str, label: &str) -> Option<f64> {
         .and_then(|c| c.limit_ms)
 }
 
-/// One panel: x the bound on each clause (log10 ms), y the largest measured
-/// rate that passes it, as steps (the rate holds until the next bound buys
-/// more); hollow points were inconclusive; each clause's declared bound a
-/// dashed vertical line.
+/// The frontier chart's alt text on the card.
+fn frontier_alt(card: &Card) -> String {
+    if frontier_fitted(card) {
+        format!(
+            "SLO frontier: each latency clause's fitted Cr_open crossing vs its bound, with its {} range, declared bounds marked",
+            crate::format::pct_of_fraction(fit_chart::confidence(card))
+        )
+    } else {
+        "SLO frontier: the largest measured rate that passes vs each latency clause's bound, declared bounds marked"
+            .to_string()
+    }
+}
+
+/// One panel: x the bound on each clause (log10 ms), y the rate it allows;
+/// each clause's declared bound a dashed vertical line. Fitted: each
+/// bound's estimate, joined, with its range as a bar (an end no run bounds
+/// dashed to the edge); the declared bound's point, the clause's Cr_open
+/// crossing, larger. Measured (a folder from before the fit): the largest
+/// measured rate that passes, as steps (the rate holds until the next
+/// bound buys more), inconclusive points hollow.
 fn frontier_chart(card: &Card) -> DrawResult<String> {
     let series = frontier_series(card);
-    let points = |s: &FrontierSeries<'_>| -> Vec<(f64, f64, bool)> {
-        s.frontier
-            .points
-            .iter()
-            .filter(|p| p.bound_ms.is_finite() && p.bound_ms > 0.0 && p.rps.is_finite())
-            .map(|p| (p.bound_ms.log10(), p.rps, p.inconclusive))
-            .collect()
-    };
+    let fitted = frontier_fitted(card);
     let x_axis = log_ms_axis(
         series
             .iter()
-            .flat_map(|s| s.frontier.points.iter().map(|p| p.bound_ms))
+            .flat_map(|s| s.points.iter().map(|p| 10f64.powf(p.x)))
             .chain(series.iter().filter_map(|s| s.declared_ms))
             .chain(series.iter().flat_map(|s| s.asked_ms.iter().map(|a| a.1))),
     );
     let x_range = x_axis.range();
+    // A range end far beyond the estimates does not stretch the axis: its
+    // bar runs to the edge.
+    let base = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .flat_map(|p| p.rps.into_iter().chain(p.range[0]))
+        .fold(0.0, f64::max);
     let max_rps = series
         .iter()
-        .flat_map(|s| s.frontier.points.iter().map(|p| p.rps))
-        .filter(|r| r.is_finite())
-        .fold(0.0, f64::max);
+        .flat_map(|s| s.points.iter())
+        .flat_map(|p| p.rps.into_iter().chain(p.range.iter().flatten().copied()))
+        .filter(|r| base <= 0.0 || *r <= 1.5 * base)
+        .fold(base, f64::max);
     let y_hi = if max_rps > 0.0 { max_rps * 1.15 } else { 1.0 };
+    let confidence = crate::format::pct_of_fraction(fit_chart::confidence(card));
     let mut legend: Vec<(Swatch, String)> = Vec::new();
     for s in &series {
-        legend.push((Swatch::Line(s.color), s.label.clone()));
+        legend.push((
+            if fitted {
+                Swatch::LineWithDot(s.color)
+            } else {
+                Swatch::Line(s.color)
+            },
+            s.label.clone(),
+        ));
         if let Some(ms) = s.declared_ms {
             legend.push((
                 Swatch::VerticalDashed(s.color),
                 format!("declared {}", duration_secs(ms / 1000.0)),
             ));
         }
+    }
+    if fitted {
+        legend.push((
+            Swatch::VerticalLine(BLACK),
+            format!("{confidence} range (dashed: no run bounds that end)"),
+        ));
     }
     if let Some(first) = series.iter().find(|s| !s.asked_ms.is_empty()) {
         let listed: Vec<String> = first
@@ -898,10 +975,7 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
             format!("frontier asked at {}", listed.join(", ")),
         ));
     }
-    if series
-        .iter()
-        .any(|s| s.frontier.points.iter().any(|p| p.inconclusive))
-    {
+    if series.iter().any(|s| s.points.iter().any(|p| p.hollow)) {
         legend.push((Swatch::Hollow(BLACK), "inconclusive run".to_string()));
     }
     // Room for every legend row under the title.
@@ -917,14 +991,18 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
         );
         let root = root.titled(&title, (FONT, 22))?;
         let (area, legend_area) = root.split_horizontally(WIDTH as i32 - LEGEND_WIDTH);
+        let caption = if fitted {
+            format!(
+                "Cr_open of the clause at each bound, fitted over all runs, {confidence} range (log scale)"
+            )
+        } else {
+            "largest measured rate that passes vs the clause's bound (log scale)".to_string()
+        };
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(76)
-            .caption(
-                "largest measured rate that passes vs the clause's bound (log scale)",
-                (FONT, 17),
-            )
+            .caption(caption, (FONT, 17))
             .build_cartesian_2d(x_axis, 0f64..y_hi)?;
         chart
             .configure_mesh()
@@ -936,6 +1014,7 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
             .x_label_formatter(&ms_tick_label)
             .y_label_formatter(&|y| plain(*y))
             .draw()?;
+        let width = x_range.end - x_range.start;
         for (i, s) in series.iter().enumerate() {
             // Staggered by curve, so marks and labels of clauses declared
             // alike stay readable.
@@ -970,7 +1049,7 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
                 ))?;
                 let y = y_hi * (0.97 - stagger);
                 // Near the right edge the label goes left of its line.
-                let right = (x - x_range.start) / (x_range.end - x_range.start) > 0.75;
+                let right = (x - x_range.start) / width > 0.75;
                 let (dx, h) = if right {
                     (-5, HPos::Right)
                 } else {
@@ -988,33 +1067,122 @@ fn frontier_chart(card: &Card) -> DrawResult<String> {
                         ),
                 ))?;
             }
-            let pts = points(s);
-            // Steps: a rate holds from its bound until the next bound buys
-            // more, and beyond the last one (no higher rate passed at any bound).
-            let mut path: Vec<(f64, f64)> = Vec::new();
-            for (j, &(x, r, _)) in pts.iter().enumerate() {
-                path.push((x, r));
-                let next_x = pts.get(j + 1).map_or(x_range.end, |p| p.0);
-                path.push((next_x, r));
-            }
-            chart.draw_series(LineSeries::new(path, s.color.stroke_width(2)))?;
-            for &(x, r, inconclusive) in &pts {
-                if inconclusive {
-                    chart.draw_series(std::iter::once(Circle::new((x, r), 4, WHITE.filled())))?;
-                    chart.draw_series(std::iter::once(Circle::new(
-                        (x, r),
-                        4,
-                        s.color.stroke_width(2),
-                    )))?;
-                } else {
-                    chart.draw_series(std::iter::once(Circle::new((x, r), 4, s.color.filled())))?;
-                }
+            if fitted {
+                draw_fitted_curve(&mut chart, s, i, series.len(), width, y_hi)?;
+            } else {
+                draw_measured_steps(&mut chart, s, x_range.end)?;
             }
         }
         draw_legend(&legend_area, &legend, LEGEND_TOP)?;
         root.present()?;
     }
     Ok(svg)
+}
+
+type FrontierChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<TickedAxis, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A fitted curve: estimates joined, each range a bar with caps at its
+/// closed ends, an open end dashed to the panel's edge. Curves are offset
+/// a little along x so bars at one bound do not hide each other.
+fn draw_fitted_curve(
+    chart: &mut FrontierChart<'_, '_>,
+    s: &FrontierSeries,
+    index: usize,
+    curves: usize,
+    width: f64,
+    y_hi: f64,
+) -> DrawResult<()> {
+    let offset = width * 0.006 * (index as f64 - (curves as f64 - 1.0) / 2.0);
+    let line: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| Some((p.x + offset, p.rps?)))
+        .collect();
+    chart.draw_series(LineSeries::new(line, s.color.stroke_width(2)))?;
+    for p in &s.points {
+        let x = p.x + offset;
+        let lo = p.range[0].unwrap_or(0.0).min(y_hi);
+        let hi = p.range[1].unwrap_or(y_hi).min(y_hi);
+        if p.range.iter().any(Option::is_some) {
+            // The part the runs bound is solid; an open end is dashed.
+            let solid_from = p.range[0].map_or(p.rps.unwrap_or(hi), |l| l.min(y_hi));
+            let solid_to = p.range[1].map_or(p.rps.unwrap_or(lo), |h| h.min(y_hi));
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x, solid_from), (x, solid_to)],
+                s.color.mix(0.6).stroke_width(3),
+            )))?;
+            if p.range[0].is_none() {
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(x, 0.0), (x, solid_from)],
+                    4,
+                    4,
+                    s.color.mix(0.6).stroke_width(2),
+                ))?;
+            }
+            if p.range[1].is_none() {
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(x, solid_to), (x, y_hi)],
+                    4,
+                    4,
+                    s.color.mix(0.6).stroke_width(2),
+                ))?;
+            }
+            for end in p.range.iter().flatten() {
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((x, end.min(y_hi)))
+                        + PathElement::new(vec![(-6, 0), (6, 0)], s.color.stroke_width(2)),
+                ))?;
+            }
+        }
+        if let Some(r) = p.rps {
+            let radius = if p.declared { 6 } else { 4 };
+            chart.draw_series(std::iter::once(Circle::new(
+                (x, r),
+                radius,
+                s.color.filled(),
+            )))?;
+        }
+    }
+    Ok(())
+}
+
+/// A measured curve (a folder from before the fit): steps, as a rate holds
+/// from its bound until the next bound buys more, and beyond the last one
+/// (no higher rate passed at any bound); inconclusive points hollow.
+fn draw_measured_steps(
+    chart: &mut FrontierChart<'_, '_>,
+    s: &FrontierSeries,
+    x_end: f64,
+) -> DrawResult<()> {
+    let pts: Vec<(f64, f64, bool)> = s
+        .points
+        .iter()
+        .filter_map(|p| Some((p.x, p.rps?, p.hollow)))
+        .collect();
+    let mut path: Vec<(f64, f64)> = Vec::new();
+    for (j, &(x, r, _)) in pts.iter().enumerate() {
+        path.push((x, r));
+        let next_x = pts.get(j + 1).map_or(x_end, |p| p.0);
+        path.push((next_x, r));
+    }
+    chart.draw_series(LineSeries::new(path, s.color.stroke_width(2)))?;
+    for &(x, r, inconclusive) in &pts {
+        if inconclusive {
+            chart.draw_series(std::iter::once(Circle::new((x, r), 4, WHITE.filled())))?;
+            chart.draw_series(std::iter::once(Circle::new(
+                (x, r),
+                4,
+                s.color.stroke_width(2),
+            )))?;
+        } else {
+            chart.draw_series(std::iter::once(Circle::new((x, r), 4, s.color.filled())))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ pub(super) fn is_fitted(card: &Card) -> bool {
 }
 
 /// The confidence of the fitted ranges (and of the runs' intervals).
-fn confidence(card: &Card) -> f64 {
+pub(super) fn confidence(card: &Card) -> f64 {
     card.cr_open
         .iter()
         .filter(|c| !c.clauses.is_empty())

@@ -226,10 +226,10 @@ pub(super) async fn drive(
                 // crosses each multiplied bound. They are ordinary open runs
                 // (journals like the search's, found again by --resume, as
                 // the rates follow from the runs alone), repeated like the
-                // search's and never extended: the frontier reads each
-                // clause's observed value, which an inconclusive run still
-                // gives (the card marks it), and the phase stays within the
-                // bound `capcard plan` counts.
+                // search's and never extended: the frontier fits each
+                // bound's crossing from every run's counts beyond it, which
+                // an inconclusive run gives as well as any, and the phase
+                // stays within the bound `capcard plan` counts.
                 let multipliers = experiment.open.as_ref().map_or(&[][..], |o| &o.frontier);
                 let slos: Vec<config::Slo> = experiment
                     .slos
@@ -243,10 +243,9 @@ pub(super) async fn drive(
                     min.0,
                     max.0,
                     precision.0,
+                    confidence,
                 );
-                while let Some((rate, wanted)) =
-                    phase.next_rate(&analyze::card::combined_per_rate(&open))
-                {
+                while let Some((rate, wanted)) = phase.next_rate(&open) {
                     if cancel.is_cancelled() {
                         return Ok(());
                     }

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use capcard::analyze::frontier::{FittedPoint, FrontierPoint, frontier_targets, wanted_rate};
+
 use crate::support::{binary, capcard, experiment_file, read_report};
 
 /// A shortened quickstart: the tiny preset, a short sweep and a coarse search.
@@ -94,13 +96,33 @@ fn run_then_report_on_the_simulator() {
         card.crossp.is_some(),
         "CrossP reached in a 1..64 sweep of the tiny sim"
     );
-    // The SLO frontier: one curve per latency clause, monotone.
+    // The SLO frontier: one fitted curve per percentile clause, at the
+    // declared bound and the default ladder's, monotone in the bound; at
+    // the declared bound, the clause's Cr_open crossing.
     assert_eq!(card.frontier.len(), 3, "{:?}", card.frontier);
     for f in &card.frontier {
-        assert!(
-            f.points
-                .windows(2)
-                .all(|w| w[0].bound_ms < w[1].bound_ms && w[0].rps < w[1].rps)
+        let points: Vec<&FittedPoint> = f
+            .points
+            .iter()
+            .map(|p| match p {
+                FrontierPoint::Fitted(p) => p,
+                FrontierPoint::Measured(p) => panic!("a measured point {p:?}"),
+            })
+            .collect();
+        let multipliers: Vec<f64> = points.iter().map(|p| p.multiplier).collect();
+        assert_eq!(multipliers, [0.5, 0.75, 1.0, 1.5, 2.0], "{f:?}");
+        assert!(points.windows(2).all(|w| w[0].bound_ms < w[1].bound_ms));
+        let estimates: Vec<f64> = points.iter().filter_map(|p| p.estimate_rps).collect();
+        assert!(estimates.windows(2).all(|w| w[0] <= w[1]), "{f:?}");
+        let crossing = card.cr_open[0]
+            .clauses
+            .iter()
+            .find(|c| c.label == f.clause)
+            .expect("the clause's crossing");
+        let declared = points[2];
+        assert_eq!(
+            (declared.estimate_rps, declared.range),
+            (crossing.estimate_rps, crossing.range)
         );
     }
     let card_md = std::fs::read_to_string(out.join("tiny-sim--chat-small.md")).unwrap();
@@ -548,26 +570,39 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
         "{log}"
     );
 
-    // At each multiplied bound the frontier has a point: the highest rate
-    // within it, and the next rate measured lies beyond it, within the
-    // search's precision of that point.
+    // At each multiplied bound the frontier has a fitted point, and the
+    // phase stopped there for a reason: replayed on the runs made, the
+    // bound wants no more rate (its range is within the precision, or no
+    // rate is left to ask), or it spent its runs.
     let frontier = &card.frontier[0];
-    for bound_ms in [250.0, 1000.0] {
-        let within = frontier
+    let slo = capcard::config::Slo {
+        name: "chat".into(),
+        span: None,
+        clauses: vec![capcard::config::SloClause::Latency {
+            metric: capcard::config::LatencyMetric::E2e,
+            stat: capcard::config::Stat::Percentile(50.0),
+            limit: std::time::Duration::from_millis(500),
+        }],
+    };
+    for (multiplier, bound_ms) in [(0.5, 250.0), (2.0, 1000.0)] {
+        let point = frontier
             .points
             .iter()
-            .rev()
-            .find(|p| p.bound_ms <= bound_ms)
-            .unwrap_or_else(|| panic!("no point within {bound_ms} ms: {frontier:?}"));
-        let beyond = rates
-            .iter()
-            .copied()
-            .filter(|&r| r > within.rps)
-            .fold(f64::INFINITY, f64::min);
+            .find_map(|p| match p {
+                FrontierPoint::Fitted(p) if p.bound_ms == bound_ms => Some(p),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no point at {bound_ms} ms: {frontier:?}"));
         assert!(
-            (beyond - within.rps) / within.rps <= 0.25 + 1e-9,
-            "{bound_ms} ms: {} rps within, next rate {beyond}: {frontier:?} {rates:?}",
-            within.rps
+            point.estimate_rps.is_some() || point.range.iter().any(Option::is_some),
+            "{point:?}"
+        );
+        let asked = log.matches(&format!("at {multiplier}× (≤ ")).count() as u32;
+        let target = frontier_targets(std::slice::from_ref(&slo), &[multiplier]).remove(0);
+        assert!(
+            asked >= capcard::plan::FRONTIER_RUNS_PER_BOUND
+                || wanted_rate(&card.open, &target, 2.0, 64.0, 0.25, 0.9).is_none(),
+            "{bound_ms} ms: {asked} runs asked, unresolved: {point:?} {rates:?}\n{log}"
         );
     }
     let card_md = std::fs::read_to_string(out.join("tiny-sim--w.md")).unwrap();

@@ -126,7 +126,13 @@ fn search(experiment: &Experiment, slo: &Slo, seed: u64) -> Vec<RunSummary> {
         |rate| plan::planned_run_seconds(&run_at(rate)),
         |rate, visit| {
             let journal = simulate(&run_at(rate).visit_of(visit), seed);
-            summarize_judged(&journal, std::slice::from_ref(slo), &[], spec.confidence.0)
+            summarize_judged(
+                &journal,
+                std::slice::from_ref(slo),
+                &[],
+                spec.confidence.0,
+                &[],
+            )
         },
     )
 }

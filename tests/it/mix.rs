@@ -150,7 +150,7 @@ fn search(experiment: &Experiment) -> (plan::MixPlan, Vec<RunSummary>) {
         |rate, visit| {
             let run = plan::run_at_rate_of(template, RatePerS(rate), experiment).visit_of(visit);
             let journal = simulate(experiment, &run);
-            summarize_judged(&journal, &experiment.slos, &[], confidence)
+            summarize_judged(&journal, &experiment.slos, &[], confidence, &[])
         },
     );
     (mix, runs)

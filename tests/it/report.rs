@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use capcard::analyze::frontier::{FittedPoint, Frontier, FrontierPoint};
 use capcard::analyze::{CapacityReport, Card};
 use capcard::report::{
     ReportError, Templates, card_file_name, charts, parse_results_json, render_card,
@@ -207,7 +208,10 @@ fn charts_are_deterministic_and_labelled() {
     );
     // An inconclusive point is drawn hollow (a white disc under a ring).
     let mut unsure = chat.clone();
-    unsure.frontier[0].points[2].inconclusive = true;
+    match &mut unsure.frontier[0].points[2] {
+        FrontierPoint::Measured(p) => p.inconclusive = true,
+        FrontierPoint::Fitted(p) => panic!("the fixture's frontier is measured: {p:?}"),
+    }
     let hollow = &charts(&unsure)[2].svg;
     assert!(hollow.contains("inconclusive run"));
     assert!(
@@ -232,6 +236,56 @@ fn charts_are_deterministic_and_labelled() {
     nothing.open.clear();
     nothing.frontier.clear();
     assert!(charts(&nothing).is_empty());
+}
+
+/// A fitted frontier (the fixture's is measured, from before the fit):
+/// each bound's crossing with its range, the declared bound in bold, an
+/// unplaced end said as such; the chart draws ranges, not steps.
+#[test]
+fn a_fitted_frontier_shows_each_bounds_crossing_and_range() {
+    let report = fixture();
+    let mut card = report.cards[0].clone();
+    let fitted = |bound_ms: f64, multiplier: f64, estimate: Option<f64>, range| {
+        FrontierPoint::Fitted(FittedPoint {
+            bound_ms,
+            multiplier,
+            estimate_rps: estimate,
+            range,
+            method: "fit".into(),
+            unadjusted_rps: None,
+        })
+    };
+    card.frontier = vec![Frontier {
+        slo: "interactive".into(),
+        clause: "ttft p99 ≤ 1s".into(),
+        points: vec![
+            fitted(500.0, 0.5, None, [None, Some(2.0)]),
+            fitted(750.0, 0.75, Some(3.1), [Some(2.6), Some(3.5)]),
+            fitted(1000.0, 1.0, Some(4.2), [Some(3.9), Some(4.4)]),
+            fitted(1500.0, 1.5, Some(6.0), [Some(5.1), None]),
+            fitted(2000.0, 2.0, None, [Some(8.0), None]),
+        ],
+    }];
+    let text = render_card(&report, &card, &Templates::builtin()).unwrap();
+    assert!(
+        text.contains(
+            "| `interactive` | TTFT p99 ≤ 1 s | ≤ 500 ms → < 2.00 req/s, ≤ 750 ms → 3.10 req/s (2.60–3.50), **≤ 1.00 s → 4.20 req/s (3.90–4.40)**, ≤ 1.50 s → 6.00 req/s (≥ 5.10), ≤ 2.00 s → ≥ 8.00 req/s |"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Cr_open of each percentile clause as a function of its bound"));
+    assert!(!text.contains("The largest measured rate that would pass"));
+    let svg = &charts(&card)[2].svg;
+    assert!(
+        svg.contains("range (dashed: no run bounds that end)"),
+        "{svg}"
+    );
+    assert!(svg.contains("Cr_open of the clause at each bound"));
+    // The round trip keeps the fitted points, nulls included.
+    let mut with = report.clone();
+    with.cards[0] = card.clone();
+    let back = parse_results_json(&results_json(&with)).unwrap();
+    assert_eq!(back.cards[0].frontier, card.frontier);
 }
 
 #[test]

@@ -25,9 +25,11 @@ use super::describe::{
 };
 use crate::format::plain;
 
+mod frontier;
 mod status;
 mod summary;
 
+pub use frontier::*;
 pub use status::*;
 pub use summary::*;
 
@@ -334,6 +336,12 @@ pub struct CardView {
     pub notes: Vec<String>,
     pub errors: Vec<ErrorClassRow>,
     pub charts: Vec<ChartLink>,
+    /// The SLO frontier, fitted: per clause, per bound, Cr_open of the
+    /// clause at that bound. Empty for a folder from before the fit, whose
+    /// measured frontier the template reads from `card.frontier`.
+    pub frontier: Vec<FrontierView>,
+    /// `"90%"`: the confidence of the frontier's ranges (Cr_open's).
+    pub frontier_confidence_pct: String,
     /// The SLO frontier's chart, also among `charts`, for its own section.
     pub frontier_chart: Option<ChartLink>,
     /// `frontier` in `open`: where the search made the curve dense,
@@ -939,6 +947,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             None => format!("open loop{clock}"),
         },
     };
+    let frontier = frontier::frontier_views(card, rate_unit);
     let conditions = ConditionsView {
         kind: info.kind.clone(),
         api: info.api.clone(),
@@ -1075,6 +1084,8 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             .into_iter()
             .map(|(file_name, alt)| ChartLink { file_name, alt })
             .collect(),
+        frontier,
+        frontier_confidence_pct: crate::format::pct_of_fraction(super::fit_chart::confidence(card)),
         frontier_chart: chart_links(card)
             .into_iter()
             .find(|(file_name, _)| file_name.ends_with(FRONTIER_SUFFIX))
