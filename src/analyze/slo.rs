@@ -343,23 +343,28 @@ impl SloEvidence {
     /// E2E: the tasks' counts when `has_tasks`, as [`judge`](Self::judge)
     /// reads them.
     pub fn beyond_counts(&self, slo: &Slo, clause: usize, has_tasks: bool) -> Option<&BatchCounts> {
+        match self.clause(slo, clause, has_tasks)? {
+            ClauseEvidence::Percentile { beyond, .. } => Some(beyond),
+            ClauseEvidence::ErrorRate { failed } => Some(failed),
+            ClauseEvidence::Mean { .. } => None,
+        }
+    }
+
+    /// The evidence the `index`th clause of `slo` is judged on: a task E2E
+    /// clause counts tasks when there are any, every other clause calls.
+    fn clause(&self, slo: &Slo, index: usize, has_tasks: bool) -> Option<&ClauseEvidence> {
         let per_task = has_tasks
             && matches!(
-                slo.clauses.get(clause),
+                slo.clauses.get(index),
                 Some(SloClause::Latency {
                     metric: LatencyMetric::TaskE2e,
                     ..
                 })
             );
-        let evidence = if per_task {
-            self.by_task.get(clause)
+        if per_task {
+            self.by_task.get(index)
         } else {
-            self.by_call.get(clause)
-        };
-        match evidence? {
-            ClauseEvidence::Percentile { beyond, .. } => Some(beyond),
-            ClauseEvidence::ErrorRate { failed } => Some(failed),
-            ClauseEvidence::Mean { .. } => None,
+            self.by_call.get(index)
         }
     }
 
@@ -377,21 +382,14 @@ impl SloEvidence {
             .clauses
             .iter()
             .enumerate()
-            .map(|(i, clause)| {
-                let per_task = has_tasks
-                    && matches!(
-                        clause,
-                        SloClause::Latency {
-                            metric: LatencyMetric::TaskE2e,
-                            ..
-                        }
-                    );
-                let evidence = if per_task {
-                    &self.by_task[i]
-                } else {
-                    &self.by_call[i]
-                };
-                judge_clause(clause, evidence, &values, confidence)
+            .map(|(i, clause)| match self.clause(slo, i, has_tasks) {
+                Some(evidence) => judge_clause(clause, evidence, &values, confidence),
+                // SloEvidence::new makes one evidence per clause of `slo`.
+                None => ClauseVerdict {
+                    label: clause_label(clause),
+                    verdict: Some(Verdict::Inconclusive),
+                    ..ClauseVerdict::default()
+                },
             })
             .collect();
         let verdict = Verdict::all(

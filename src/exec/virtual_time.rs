@@ -489,24 +489,25 @@ impl<'a> Sim<'a> {
         (self.sink)(line);
     }
 
+    /// Starting stops now; the drain deadline counts from the planned end
+    /// (or now, past it).
+    fn stop(&mut self) {
+        let drain_from = self.planned_end.map_or(self.now, |end| end.max(self.now));
+        self.stop_draining_from(drain_from);
+    }
+
     /// The watch ended the run: starting stops now, and the drain deadline
     /// counts from now, not from the planned end (as in real time).
     fn stop_early(&mut self) {
-        if self.stop_starting {
-            return;
-        }
-        self.stop_starting = true;
-        self.stopped_at = Some(self.now);
-        self.at(self.now + self.target.timeout + DRAIN_GRACE, Event::Drain);
+        self.stop_draining_from(self.now);
     }
 
-    fn stop(&mut self) {
+    fn stop_draining_from(&mut self, drain_from: Duration) {
         if self.stop_starting {
             return;
         }
         self.stop_starting = true;
         self.stopped_at = Some(self.now);
-        let drain_from = self.planned_end.map_or(self.now, |end| end.max(self.now));
         self.at(drain_from + self.target.timeout + DRAIN_GRACE, Event::Drain);
     }
 

@@ -46,6 +46,17 @@ pub const LOOKS_AT_BATCHES: [usize; 6] = [3, 4, 6, 8, 11, 14];
 /// for the few batches it rests on.
 pub const INFLATION_CONFIDENCE: f64 = 0.95;
 
+/// Fewest slices with samples a look decides on: the correlation is read
+/// from their spread, which one or two slices do not have.
+pub const MIN_SLICES: usize = 3;
+
+/// Fewest samples a slice, on average, for a look to decide: with fewer,
+/// a burst of calls beyond the bound spans several slices, the slices are
+/// not independent, and no batch-means inflation read from them can be
+/// trusted (at 2 calls a slice in bursts of 16, runs at the crossing were
+/// stopped 11% of the time at α = 1%). A run that slow runs its course.
+pub const MIN_SAMPLES_PER_SLICE: f64 = 10.0;
+
 /// `KL(f ‖ a)` between Bernoulli(`f`) and Bernoulli(`a`), in nats;
 /// infinite when `a` is 0 or 1 and `f` differs from it.
 pub fn bernoulli_kl(f: f64, a: f64) -> f64 {
@@ -96,13 +107,24 @@ pub fn decisively_beyond(
 ) -> Option<Beyond> {
     let samples = counts.total();
     let beyond = counts.total_hits();
-    if samples == 0 || beyond == 0 {
+    let slices = counts.samples.iter().filter(|&&n| n > 0).count();
+    if beyond == 0
+        || slices < MIN_SLICES
+        || (samples as f64) < MIN_SAMPLES_PER_SLICE * slices as f64
+    {
         return None;
     }
-    let inflation = counts
-        .variance_inflation(INFLATION_CONFIDENCE)
-        .max(finer.map_or(1.0, |f| f.variance_inflation(INFLATION_CONFIDENCE)))
-        .max(1.0);
+    let inflation = if beyond == samples {
+        // Every sample beyond: no spread to read the correlation from, and
+        // a burst of a few can be all there is. Each slice counts as one
+        // sample (the batch-means assumption: slices are independent).
+        samples as f64 / slices.max(1) as f64
+    } else {
+        counts
+            .variance_inflation(INFLATION_CONFIDENCE)
+            .max(finer.map_or(1.0, |f| f.variance_inflation(INFLATION_CONFIDENCE)))
+    }
+    .max(1.0);
     let fraction = beyond as f64 / samples as f64;
     let ln_p = ln_tail_bound(samples as f64 / inflation, fraction, allowed.max(0.0));
     (ln_p <= alpha.ln()).then(|| Beyond {
@@ -185,6 +207,12 @@ mod tests {
                 "burst {burst}: {false_stops} of 2000 stopped"
             );
         }
+        // A slow server: two calls a slice, in bursts of 16. Runs of calls
+        // all beyond are common; each slice counts as one sample then.
+        let slow = (0..2_000)
+            .filter(|&s| stops(s, 0.1, 2, 16, 0.05).is_some())
+            .count();
+        assert!(slow <= 100, "slow: {slow} of 2000 stopped");
         // Within the clause (π = 5%), stops are rarer still.
         let stops_below = (0..2_000)
             .filter(|&s| stops(s, 0.05, 40, 8, 0.05).is_some())
@@ -223,6 +251,32 @@ mod tests {
             }
         }
         assert_eq!(decisively_beyond(&counts, None, 0.1, 0.01), None);
+        // Every sample beyond reads no correlation: each slice is one
+        // sample. Ten calls of one slice, all beyond a 10% allowance, may
+        // be one burst; ten calls in each of five slices may not.
+        let mut burst = BatchCounts::default();
+        for _ in 0..10 {
+            burst.push(3, true);
+        }
+        assert_eq!(decisively_beyond(&burst, None, 0.1, 0.01 / 6.0), None);
+        for b in 4..8 {
+            for _ in 0..10 {
+                burst.push(b, true);
+            }
+        }
+        let five_slices = decisively_beyond(&burst, None, 0.1, 0.01 / 6.0).expect("decided");
+        assert!(
+            (five_slices.inflation - 10.0).abs() < 1e-12,
+            "{five_slices:?}"
+        );
+        // Fewer than 10 calls a slice decide nothing, however many beyond.
+        let mut slow = BatchCounts::default();
+        for b in 0..8 {
+            for _ in 0..9 {
+                slow.push(b, true);
+            }
+        }
+        assert_eq!(decisively_beyond(&slow, None, 0.1, 0.01), None);
         // A zero allowance (error-rate ≤ 0) is a count: one hit decides.
         counts.push(4, true);
         assert!(decisively_beyond(&counts, None, 0.0, 1e-6).is_some());
@@ -253,6 +307,13 @@ mod table {
             (0.3, 8, 40),
             (0.5, 8, 40),
             (0.5, 1, 20),
+            (0.1, 4, 2),
+            (0.1, 16, 2),
+            (0.1, 4, 10),
+            (0.1, 16, 10),
+            (0.1, 64, 10),
+            (0.5, 16, 10),
+            (0.9, 4, 2),
         ] {
             let n = 4000;
             let runs: Vec<Option<usize>> = (0..n).map(|s| stops(s, pi, per, burst, 0.01)).collect();
