@@ -5,6 +5,7 @@
 //! A leaf below the configuration, which holds what these parse, and the
 //! workload, which turns them into requests.
 
+pub mod agent_trace;
 pub mod dataset;
 pub mod tokenizer;
 pub mod trace;
