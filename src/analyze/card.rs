@@ -417,6 +417,7 @@ pub fn build_report(
         finished_at,
         content_nonce: None,
         settings: super::settings::compare(experiment, &cards),
+        harnesses: super::harness::compare(&cards),
         cards,
     }
 }

@@ -10,6 +10,7 @@ pub mod cr_open;
 pub mod crossp;
 pub mod decisive;
 pub mod frontier;
+pub mod harness;
 /// Moved down to the statistics leaf; kept at this path for callers.
 pub use crate::stats::interval;
 pub mod knee;
@@ -423,6 +424,9 @@ pub struct CapacityReport {
     /// Swept targets: their settings side by side, per workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settings: Vec<settings::SettingsComparison>,
+    /// Targets with two or more agent workloads: the harnesses side by side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harnesses: Vec<harness::HarnessComparison>,
 }
 
 /// One card: one target × one workload.

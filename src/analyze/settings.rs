@@ -202,27 +202,7 @@ fn row(experiment: &Experiment, card: &Card) -> SettingRow {
         target: card.target.clone(),
         values,
         status,
-        // One per SLO of the card, measured or not, so rows line up.
-        cr_open: card
-            .slos
-            .iter()
-            .map(
-                |slo| match card.cr_open.iter().find(|c| c.slo == slo.name) {
-                    Some(c) => SettingCrOpen {
-                        slo: c.slo.clone(),
-                        rps: c.rps,
-                        range: c.range,
-                        at_least: c.at_least,
-                    },
-                    None => SettingCrOpen {
-                        slo: slo.name.clone(),
-                        rps: None,
-                        range: [None, None],
-                        at_least: false,
-                    },
-                },
-            )
-            .collect(),
+        cr_open: cr_open_cells(card),
         cr_closed: card.cr_closed.as_ref().map(|k| k.range),
         cr_closed_tokens_per_s: tokens_per_s,
         crossp: card.crossp.as_ref().map(|c| c.concurrency),
@@ -249,20 +229,53 @@ fn row(experiment: &Experiment, card: &Card) -> SettingRow {
     }
 }
 
-/// The highest Cr_open for `slo`, and whether the runner-up's range
-/// reaches it: the runner-up's true capacity lies below its range's upper
-/// end (`range[1]`, unbounded when no run bounds it), the best's above its
-/// range's lower end (`range[0]`), each at the card's confidence.
-fn best_for(rows: &[SettingRow], slo: &str) -> Option<BestSetting> {
-    let mut ranked: Vec<(&SettingRow, &SettingCrOpen)> = rows
+/// One Cr_open per SLO of the card, measured or not, so rows line up.
+pub(crate) fn cr_open_cells(card: &Card) -> Vec<SettingCrOpen> {
+    card.slos
         .iter()
-        .filter_map(|r| {
+        .map(
+            |slo| match card.cr_open.iter().find(|c| c.slo == slo.name) {
+                Some(c) => SettingCrOpen {
+                    slo: c.slo.clone(),
+                    rps: c.rps,
+                    range: c.range,
+                    at_least: c.at_least,
+                },
+                None => SettingCrOpen {
+                    slo: slo.name.clone(),
+                    rps: None,
+                    range: [None, None],
+                    at_least: false,
+                },
+            },
+        )
+        .collect()
+}
+
+/// The highest Cr_open for `slo` among the settings.
+fn best_for(rows: &[SettingRow], slo: &str) -> Option<BestSetting> {
+    best_of(
+        slo,
+        rows.iter().filter_map(|r| {
             let c = r.cr_open.iter().find(|c| c.slo == slo)?;
-            c.rps.map(|_| (r, c))
-        })
-        .collect();
+            Some((r.target.as_str(), c))
+        }),
+    )
+}
+
+/// The highest Cr_open for `slo` among named candidates, and whether the
+/// runner-up's range reaches it: the runner-up's true capacity lies below
+/// its range's upper end (`range[1]`, unbounded when no run bounds it), the
+/// best's above its range's lower end (`range[0]`), each at the card's
+/// confidence. Shared by the settings and the harness comparisons.
+pub(crate) fn best_of<'a>(
+    slo: &str,
+    candidates: impl Iterator<Item = (&'a str, &'a SettingCrOpen)>,
+) -> Option<BestSetting> {
+    let mut ranked: Vec<(&str, &SettingCrOpen)> =
+        candidates.filter(|(_, c)| c.rps.is_some()).collect();
     ranked.sort_by(|a, b| b.1.rps.unwrap_or(0.0).total_cmp(&a.1.rps.unwrap_or(0.0)));
-    let (best_row, best) = ranked.first()?;
+    let (best_name, best) = ranked.first()?;
     let runner = ranked.get(1);
     let within_noise = runner.is_some_and(|(_, r)| {
         let best_low = best.range[0].or(best.rps).unwrap_or(0.0);
@@ -273,9 +286,9 @@ fn best_for(rows: &[SettingRow], slo: &str) -> Option<BestSetting> {
     });
     Some(BestSetting {
         slo: slo.to_string(),
-        target: best_row.target.clone(),
+        target: best_name.to_string(),
         rps: best.rps.unwrap_or(0.0),
-        runner_up: runner.map(|(r, _)| r.target.clone()),
+        runner_up: runner.map(|(r, _)| r.to_string()),
         runner_up_rps: runner.and_then(|(_, c)| c.rps),
         within_noise,
     })

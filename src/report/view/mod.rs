@@ -1266,6 +1266,7 @@ mod tests {
             content_nonce: None,
             cards: vec![card],
             settings: Vec::new(),
+            harnesses: Vec::new(),
         }
     }
 
