@@ -1131,6 +1131,7 @@ pub(crate) mod tests {
             connections_opened: None,
             stopped_early: None,
             decided: None,
+            reuse_potential: None,
         }
     }
 

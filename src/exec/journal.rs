@@ -14,12 +14,14 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::ExecError;
 use super::record::{Journal, JournalLine, RunFooter};
+use super::request::RequestSource;
 
 /// Lag p99 (ms) above which an open-loop run is flagged `generator_lagging`:
 /// the client itself, not the endpoint, was late to send. 10 ms is well above
@@ -78,13 +80,23 @@ pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
     build_footer_from(&timings, plan)
 }
 
-/// What the footer needs of one call: 20 bytes instead of the whole record,
-/// so a writer that does not keep records stays small however long the run.
+/// What the footer needs of one call: a few dozen bytes instead of the
+/// whole record, so a writer that does not keep records stays small however
+/// long the run.
 #[derive(Debug, Clone, Copy)]
 pub struct CallTiming {
     pub scheduled_ms: f64,
     pub completed_ms: f64,
     pub schedule_lag_ms: f32,
+    /// Which call it was and when it left, for the reuse potential (the
+    /// calls in the order they were sent).
+    pub task: u64,
+    pub call: u32,
+    pub sent_ms: f64,
+    /// The call succeeded.
+    pub ok: bool,
+    /// The server prefilled its prompt (a first token came).
+    pub prefilled: bool,
 }
 
 impl CallTiming {
@@ -93,8 +105,67 @@ impl CallTiming {
             scheduled_ms: r.scheduled_ms,
             completed_ms: r.completed_ms,
             schedule_lag_ms: r.schedule_lag_ms as f32,
+            task: r.task,
+            call: r.call,
+            sent_ms: r.sent_ms,
+            ok: r.is_ok(),
+            prefilled: r.ttft_ms.is_some(),
         }
     }
+}
+
+/// The reuse potential of a run ([`crate::workload::reuse`]): its calls in
+/// the order they were sent (ties by task, then call), each regenerated with
+/// `task` (the run's request source, random access by index), fed to an
+/// ideal prefix cache. Every call whose prompt the server prefilled fills
+/// the cache, warmup included; the tally counts the successful calls
+/// scheduled inside the footer's measured window, as the summary does.
+/// Runs after the run, in the journal's writer thread: never on the timing
+/// path.
+pub fn reuse_potential(
+    timings: &[CallTiming],
+    window_ms: [f64; 2],
+    task: &dyn Fn(u64) -> crate::workload::Task,
+) -> crate::workload::reuse::ReuseTally {
+    use std::collections::HashMap;
+    let mut order: Vec<&CallTiming> = timings.iter().filter(|t| t.prefilled || t.ok).collect();
+    order.sort_by(|a, b| {
+        a.sent_ms
+            .total_cmp(&b.sent_ms)
+            .then(a.task.cmp(&b.task))
+            .then(a.call.cmp(&b.call))
+    });
+    // Calls still to come per task: a task's calls are regenerated once
+    // and dropped after its last, so memory follows the tasks in flight.
+    let mut pending: HashMap<u64, u32> = HashMap::new();
+    for t in &order {
+        *pending.entry(t.task).or_default() += 1;
+    }
+    let mut tasks: HashMap<u64, Vec<crate::workload::CallSpec>> = HashMap::new();
+    let mut acc = crate::workload::reuse::ReuseAccumulator::new();
+    let [from, to] = window_ms;
+    for t in order {
+        let calls = tasks.entry(t.task).or_insert_with(|| {
+            let mut generated = task(t.task);
+            generated
+                .spec
+                .calls_mut()
+                .into_iter()
+                .map(|c| c.clone())
+                .collect()
+        });
+        if let Some(spec) = calls.get(t.call as usize) {
+            let counted = t.ok && t.scheduled_ms >= from && t.scheduled_ms < to;
+            acc.call(spec, counted);
+        }
+        if let Some(left) = pending.get_mut(&t.task) {
+            *left -= 1;
+            if *left == 0 {
+                tasks.remove(&t.task);
+            }
+        }
+    }
+    acc.tally()
 }
 
 /// [`build_footer`] from the calls' timings alone.
@@ -145,6 +216,7 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         connections_opened: plan.connections_opened,
         stopped_early: plan.stopped_early,
         decided: plan.decided,
+        reuse_potential: None,
     }
 }
 
@@ -152,9 +224,13 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
 /// The writer thread for `path`. With `keep_records` the journal it returns
 /// holds every line; without, only the header and the footer (the records
 /// are on disk), so a long run's memory does not grow with its calls.
+///
+/// With `source` (the run's requests), the footer gets the run's reuse
+/// potential ([`reuse_potential`]), computed once the run has ended.
 pub(crate) fn spawn_writer(
     path: &Path,
     keep_records: bool,
+    source: Option<Arc<dyn RequestSource>>,
 ) -> Result<(mpsc::UnboundedSender<WriterMsg>, WriterHandle), ExecError> {
     let journal_error = |source| ExecError::Journal {
         path: path.to_path_buf(),
@@ -166,7 +242,8 @@ pub(crate) fn spawn_writer(
     let file = File::create(path).map_err(journal_error)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let path = path.to_path_buf();
-    let handle = tokio::task::spawn_blocking(move || write_loop(file, rx, path, keep_records));
+    let handle =
+        tokio::task::spawn_blocking(move || write_loop(file, rx, path, keep_records, source));
     Ok((tx, handle))
 }
 
@@ -175,6 +252,7 @@ fn write_loop(
     mut rx: mpsc::UnboundedReceiver<WriterMsg>,
     path: PathBuf,
     keep_records: bool,
+    source: Option<Arc<dyn RequestSource>>,
 ) -> Result<Journal, ExecError> {
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     let mut journal = Journal::default();
@@ -190,7 +268,14 @@ fn write_loop(
                     // The footer is the last line, even if a straggler
                     // still held a sender.
                     finished = true;
-                    JournalLine::End(build_footer_from(&timings, plan))
+                    let mut footer = build_footer_from(&timings, plan);
+                    if let Some(source) = &source {
+                        footer.reuse_potential =
+                            Some(reuse_potential(&timings, footer.measured_window_ms, &|i| {
+                                source.task(i)
+                            }));
+                    }
+                    JournalLine::End(footer)
                 }
             };
             if failed.is_none()

@@ -112,6 +112,10 @@ pub struct Emitted {
     /// Set on the request's last token.
     pub finish: Option<FinishReason>,
     pub prompt_tokens: u32,
+    /// Of the prompt, the tokens found in the prefix cache when the request
+    /// was first scheduled (vLLM's `num_cached_tokens`, what it reports as
+    /// `usage.prompt_tokens_details.cached_tokens`); 0 with caching off.
+    pub cached_tokens: u32,
 }
 
 /// What one step did.
@@ -183,6 +187,9 @@ struct Seq {
     last_token_at: Option<Duration>,
     /// Set by the step that emits its last token (removed at the step's end).
     finished: bool,
+    /// Prompt tokens served from the prefix cache at the first admission
+    /// (a preempted request readmitted keeps it, as vLLM does).
+    cached_tokens: Option<u32>,
 }
 
 impl Seq {
@@ -263,6 +270,7 @@ impl Engine {
             priority: req.priority,
             last_token_at: None,
             finished: false,
+            cached_tokens: None,
         });
         Ok(())
     }
@@ -416,6 +424,7 @@ impl Engine {
             self.metrics.prefix_cache_hits += u64::from(computed);
         }
         seq.registered = hits.len();
+        seq.cached_tokens.get_or_insert(computed);
         seq.blocks = hits;
         seq.blocks.extend(new);
         seq.computed = computed;
@@ -598,6 +607,7 @@ impl Engine {
                 index,
                 finish,
                 prompt_tokens: seq.prompt_len,
+                cached_tokens: seq.cached_tokens.unwrap_or(0),
             });
         }
         if finished_any {
