@@ -458,6 +458,53 @@ mod tests {
     use crate::exec::record::{ErrorClass, RequestRecord};
 
     #[test]
+    fn reuse_potential_feeds_calls_in_send_order_and_counts_the_window() {
+        use crate::workload::{CallSpec, Message, Role, Segment, Task, TaskSpec};
+        let task = |i: u64| Task {
+            index: i,
+            spec: TaskSpec::Single(CallSpec {
+                messages: vec![
+                    Message {
+                        role: Role::System,
+                        segments: vec![Segment::Prefix {
+                            group: 0,
+                            tokens: 100,
+                        }],
+                    },
+                    Message {
+                        role: Role::User,
+                        segments: vec![Segment::Unique { key: i, tokens: 10 }],
+                    },
+                ],
+                input_tokens: 110,
+                output_tokens: 4,
+                tools: None,
+                answer_in_words: false,
+            }),
+            class: None,
+        };
+        let call = |task: u64, scheduled_ms: f64, sent_ms: f64| RequestRecord {
+            sent_ms,
+            ..RequestRecord::succeeded(task, scheduled_ms, 5.0, vec![1.0])
+        };
+        // In completion order; sent: task 2 (warmup), 0, 1 (failed before
+        // any token: the server never prefilled it), 3.
+        let records = [
+            call(3, 1030.0, 1030.0),
+            RequestRecord::failed(1, 1020.0, 1021.0, ErrorClass::Connect),
+            call(0, 1010.0, 1010.0),
+            call(2, 500.0, 500.0),
+        ];
+        let timings: Vec<CallTiming> = records.iter().map(CallTiming::of).collect();
+        let tally = reuse_potential(&timings, [1000.0, 2000.0], &task);
+        // The warmup call filled the cache; the two measured calls hit its
+        // prefix; the failed one neither counts nor fills.
+        assert_eq!(tally.calls, 2);
+        assert_eq!(tally.prompt_tokens, 220);
+        assert_eq!(tally.potential_hit_tokens, 200);
+    }
+
+    #[test]
     fn parse_line_reads_records_as_the_tagged_enum_does() {
         let mut request = record(1.0, 0.5, 9.0);
         request.itl_ms = vec![1.5, 2.25, 3.0];

@@ -896,6 +896,46 @@ mod tests {
     }
 
     #[test]
+    fn each_token_carries_the_cached_prompt_tokens_of_its_request() {
+        let mut engine = Engine::new(tiny(), 3);
+        let prefix = unique_prompt(42, 512);
+        let mut prompt_b = prefix.clone();
+        prompt_b.extend(unique_prompt(2, 20));
+        let mut now = Duration::ZERO;
+        let mut cached: HashMap<u64, Vec<u32>> = HashMap::new();
+        let mut run = |engine: &mut Engine, now: &mut Duration| {
+            while engine.has_work() {
+                let out = engine.step(*now);
+                *now = out.ends_at();
+                for e in &out.emitted {
+                    cached.entry(e.id.0).or_default().push(e.cached_tokens);
+                }
+            }
+        };
+        engine.submit(req(1, prefix.clone(), 3), now).unwrap();
+        run(&mut engine, &mut now);
+        engine.submit(req(2, prompt_b, 3), now).unwrap();
+        run(&mut engine, &mut now);
+        assert_eq!(cached[&1], vec![0, 0, 0], "a cold cache");
+        // 512 prefix tokens are 32 whole blocks.
+        assert_eq!(cached[&2], vec![512, 512, 512]);
+
+        let mut off = tiny().clone();
+        off.prefix_caching = false;
+        let mut engine = Engine::new(&off, 3);
+        let mut cached: Vec<u32> = Vec::new();
+        for id in [1, 2] {
+            engine.submit(req(id, prefix.clone(), 2), now).unwrap();
+            while engine.has_work() {
+                let out = engine.step(now);
+                now = out.ends_at();
+                cached.extend(out.emitted.iter().map(|e| e.cached_tokens));
+            }
+        }
+        assert!(cached.iter().all(|&n| n == 0), "{cached:?}");
+    }
+
+    #[test]
     fn kv_exhaustion_queues_and_preempts() {
         let p = tiny();
         let capacity = p.kv_capacity_tokens();
