@@ -88,11 +88,10 @@ pub struct CallTiming {
     pub scheduled_ms: f64,
     pub completed_ms: f64,
     pub schedule_lag_ms: f32,
-    /// Which call it was and when it left, for the reuse potential (the
-    /// calls in the order they were sent).
+    /// Which call it was, for the reuse potential (the calls in the order
+    /// they were sent: `scheduled_ms + schedule_lag_ms`).
     pub task: u64,
     pub call: u32,
-    pub sent_ms: f64,
     /// The call succeeded.
     pub ok: bool,
     /// The server prefilled its prompt (a first token came).
@@ -107,7 +106,6 @@ impl CallTiming {
             schedule_lag_ms: r.schedule_lag_ms as f32,
             task: r.task,
             call: r.call,
-            sent_ms: r.sent_ms,
             ok: r.is_ok(),
             prefilled: r.ttft_ms.is_some(),
         }
@@ -128,19 +126,17 @@ pub fn reuse_potential(
     task: &dyn Fn(u64) -> crate::workload::Task,
 ) -> crate::workload::reuse::ReuseTally {
     use std::collections::HashMap;
+    let sent = |t: &CallTiming| t.scheduled_ms + f64::from(t.schedule_lag_ms);
     let mut order: Vec<&CallTiming> = timings.iter().filter(|t| t.prefilled || t.ok).collect();
     order.sort_by(|a, b| {
-        a.sent_ms
-            .total_cmp(&b.sent_ms)
+        sent(a)
+            .total_cmp(&sent(b))
             .then(a.task.cmp(&b.task))
             .then(a.call.cmp(&b.call))
     });
-    // Calls still to come per task: a task's calls are regenerated once
-    // and dropped after its last, so memory follows the tasks in flight.
-    let mut pending: HashMap<u64, u32> = HashMap::new();
-    for t in &order {
-        *pending.entry(t.task).or_default() += 1;
-    }
+    // A task's calls are regenerated once and dropped after its last call,
+    // so memory follows the tasks in flight (a task whose last call was
+    // never served stays: at most one per such call).
     let mut tasks: HashMap<u64, Vec<crate::workload::CallSpec>> = HashMap::new();
     let mut acc = crate::workload::reuse::ReuseAccumulator::new();
     let [from, to] = window_ms;
@@ -158,11 +154,8 @@ pub fn reuse_potential(
             let counted = t.ok && t.scheduled_ms >= from && t.scheduled_ms < to;
             acc.call(spec, counted);
         }
-        if let Some(left) = pending.get_mut(&t.task) {
-            *left -= 1;
-            if *left == 0 {
-                tasks.remove(&t.task);
-            }
+        if t.call as usize + 1 >= calls.len() {
+            tasks.remove(&t.task);
         }
     }
     acc.tally()
@@ -483,17 +476,20 @@ mod tests {
             }),
             class: None,
         };
-        let call = |task: u64, scheduled_ms: f64, sent_ms: f64| RequestRecord {
-            sent_ms,
+        // Sent late by `lag`: the order is by send, not by schedule.
+        let call = |task: u64, scheduled_ms: f64, lag: f64| RequestRecord {
+            sent_ms: scheduled_ms + lag,
+            schedule_lag_ms: lag,
             ..RequestRecord::succeeded(task, scheduled_ms, 5.0, vec![1.0])
         };
         // In completion order; sent: task 2 (warmup), 0, 1 (failed before
         // any token: the server never prefilled it), 3.
         let records = [
-            call(3, 1030.0, 1030.0),
+            call(3, 1030.0, 0.0),
             RequestRecord::failed(1, 1020.0, 1021.0, ErrorClass::Connect),
-            call(0, 1010.0, 1010.0),
-            call(2, 500.0, 500.0),
+            // Scheduled after task 3, sent before it.
+            call(0, 1025.0, 1.0),
+            call(2, 500.0, 0.0),
         ];
         let timings: Vec<CallTiming> = records.iter().map(CallTiming::of).collect();
         let tally = reuse_potential(&timings, [1000.0, 2000.0], &task);
