@@ -106,6 +106,13 @@ fn a_shared_prefix_shows_potential_and_the_simulator_realizes_it() {
 
     let text = std::fs::read_to_string(dir.join("cached--support.md")).unwrap();
     assert!(text.contains("## Prefix reuse"), "{text}");
+    // The summary sets the cards side by side.
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        summary
+            .contains("| `uncached` | `support` | 80% | 0% (vLLM counters) | not reported | 2 |"),
+        "{summary}"
+    );
     let text = std::fs::read_to_string(dir.join("uncached--support.md")).unwrap();
     let start = text.find("## Prefix reuse").expect("the reuse section");
     let end = start + text[start..].find("## Sizing").expect("sizing follows");
