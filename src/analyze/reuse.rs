@@ -64,6 +64,10 @@ pub struct RunReuse {
     pub potential: Option<f64>,
     pub prompt_tokens: Option<u64>,
     pub potential_hit_tokens: Option<u64>,
+    /// Of the potential, the share whose earlier call had finished its
+    /// prefill when the call was sent: what any cache could have served at
+    /// that timing; `None`: not computed.
+    pub potential_in_time: Option<f64>,
     /// Realized by `usage.prompt_tokens_details.cached_tokens`; `None`: no
     /// call reported it.
     pub realized_usage: Option<f64>,
@@ -150,6 +154,7 @@ pub fn run_reuse(run: &RunSummary, routing: &Routing) -> Option<RunReuse> {
     };
     let mut out = RunReuse {
         potential,
+        potential_in_time: tally.and_then(|t| t.timely_fraction()),
         prompt_tokens: tally.map(|t| t.prompt_tokens),
         potential_hit_tokens: tally.map(|t| t.potential_hit_tokens),
         realized_usage,
@@ -183,6 +188,28 @@ fn reasons(run: &RunSummary, reuse: &RunReuse, routing: &Routing) -> Vec<String>
         return Vec::new();
     }
     let mut out = Vec::new();
+    // Calls sent before an earlier one had prefilled their common prefix
+    // (a fan-out's siblings, a burst): no cache could have served them.
+    let timing = reuse
+        .potential_in_time
+        .filter(|in_time| (potential - in_time) * 100.0 > SHORTFALL_POINTS / 2.0);
+    if let Some(in_time) = timing {
+        let explained = (in_time - realized) * 100.0 <= SHORTFALL_POINTS;
+        out.push(format!(
+            "{} of the potential's {} were in calls sent before an earlier call with the same prefix had finished its prefill (the siblings of a fan-out sent together, calls in a burst): no cache could have served them yet; in time, the potential was {}{}",
+            crate::format::num((potential - in_time) * 100.0, 1) + " points",
+            pct(potential),
+            pct(in_time),
+            if explained {
+                ", and the server realized about that"
+            } else {
+                ""
+            }
+        ));
+        if explained {
+            return out;
+        }
+    }
     if realized < NOTHING {
         out.push(
             "nothing was served from a prefix cache: is prefix caching off (vLLM `--no-enable-prefix-caching`, SGLang `--disable-radix-cache`)?"
@@ -219,7 +246,8 @@ fn reasons(run: &RunSummary, reuse: &RunReuse, routing: &Routing) -> Vec<String>
             "{n} replicas behind one endpoint{router}: a prefix is cached only on the replica that served it, so calls routed to another one miss (prefix-aware or sticky routing realizes more)"
         ));
     }
-    if out.is_empty() {
+    // Nothing in the telemetry beyond the timing (if that).
+    if out.len() == usize::from(timing.is_some()) {
         out.push(
             "no KV pressure in the telemetry: if the endpoint spreads calls over several replicas (a gateway, a Kubernetes Service), routing splits the cache; otherwise the engine reuses whole KV blocks only, and short shared segments fall below a block"
                 .to_string(),
@@ -234,6 +262,8 @@ fn reasons(run: &RunSummary, reuse: &RunReuse, routing: &Routing) -> Vec<String>
 #[serde(default)]
 pub struct CardReuse {
     pub potential: Option<f64>,
+    /// The potential at the calls' timing ([`RunReuse::potential_in_time`]).
+    pub potential_in_time: Option<f64>,
     pub realized_usage: Option<f64>,
     /// The server's metrics, each run's share weighted by its potential's
     /// prompt tokens (or equally when none).
@@ -241,7 +271,8 @@ pub struct CardReuse {
     pub server_source: Option<String>,
     /// Runs with more than [`SHORTFALL_POINTS`] between potential and realized.
     pub short_runs: Vec<String>,
-    /// The reasons those runs gave, each once, in order of first appearance.
+    /// The reasons those runs gave, each once, in order of first
+    /// appearance, followed by the runs that gave it (`` — `run-id` ``).
     pub reasons: Vec<String>,
 }
 
@@ -254,6 +285,8 @@ pub fn annotate_runs<'a>(
     let mut card = CardReuse::default();
     let mut any = false;
     let (mut prompt, mut hits) = (0u64, 0u64);
+    let mut in_time: Option<u64> = None;
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     let mut usage = CachedTokens::default();
     let (mut server_sum, mut server_weight) = (0.0, 0.0);
     for run in runs {
@@ -265,6 +298,9 @@ pub fn annotate_runs<'a>(
         if let Some(t) = run.reuse_potential {
             prompt += t.prompt_tokens;
             hits += t.potential_hit_tokens;
+            if let Some(timely) = t.timely_hit_tokens {
+                *in_time.get_or_insert(0) += timely;
+            }
         }
         if let Some(u) = run.cached_tokens {
             usage.calls += u.calls;
@@ -285,8 +321,9 @@ pub fn annotate_runs<'a>(
         {
             card.short_runs.push(run.run_id.clone());
             for reason in &reuse.reasons {
-                if !card.reasons.contains(reason) {
-                    card.reasons.push(reason.clone());
+                match reasons.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, runs)) => runs.push(run.run_id.clone()),
+                    None => reasons.push((reason.clone(), vec![run.run_id.clone()])),
                 }
             }
         }
@@ -294,7 +331,17 @@ pub fn annotate_runs<'a>(
     if !any {
         return None;
     }
+    card.reasons = reasons
+        .into_iter()
+        .map(|(reason, runs)| {
+            let runs: Vec<String> = runs.iter().map(|r| format!("`{r}`")).collect();
+            format!("{reason} — {}", runs.join(", "))
+        })
+        .collect();
     card.potential = (prompt > 0).then(|| hits as f64 / prompt as f64);
+    card.potential_in_time = in_time
+        .filter(|_| prompt > 0)
+        .map(|t| t as f64 / prompt as f64);
     card.realized_usage = usage.fraction();
     card.realized_server = (server_weight > 0.0).then(|| server_sum / server_weight);
     Some(card)
@@ -312,6 +359,7 @@ mod tests {
                 calls: 10,
                 prompt_tokens: potential.0,
                 potential_hit_tokens: potential.1,
+                timely_hit_tokens: None,
             }),
             server,
             ..Default::default()
@@ -374,6 +422,27 @@ mod tests {
         assert_eq!(r.reasons.len(), 2, "{:?}", r.reasons);
         assert!(r.reasons[0].contains("97%") && r.reasons[0].contains("12 preemptions"));
         assert!(r.reasons[1].contains("4 replicas") && r.reasons[1].contains("round-robin"));
+    }
+
+    #[test]
+    fn a_fan_out_sent_together_explains_the_gap_by_its_timing() {
+        let mut summary = run((1000, 770), Some(vllm(600.0, 1000.0)));
+        summary.reuse_potential.as_mut().unwrap().timely_hit_tokens = Some(620);
+        let r = run_reuse(&summary, &Routing::default()).unwrap();
+        assert_eq!(r.potential_in_time, Some(0.62));
+        assert_eq!(r.reasons.len(), 1, "{:?}", r.reasons);
+        assert!(
+            r.reasons[0].contains("15.0 points") && r.reasons[0].contains("realized about that"),
+            "{:?}",
+            r.reasons
+        );
+        // Realized well below even the timely potential: the timing is one
+        // reason, the telemetry's the rest.
+        let mut summary = run((1000, 770), Some(vllm(100.0, 1000.0)));
+        summary.reuse_potential.as_mut().unwrap().timely_hit_tokens = Some(620);
+        let r = run_reuse(&summary, &Routing::default()).unwrap();
+        assert_eq!(r.reasons.len(), 2, "{:?}", r.reasons);
+        assert!(r.reasons[1].contains("no KV pressure"));
     }
 
     #[test]

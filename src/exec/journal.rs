@@ -94,8 +94,9 @@ pub struct CallTiming {
     pub call: u32,
     /// The call succeeded.
     pub ok: bool,
-    /// The server prefilled its prompt (a first token came).
-    pub prefilled: bool,
+    /// When the first token came, ms after `scheduled_ms` (the prompt was
+    /// prefilled then); NaN when none came.
+    pub ttft_ms: f32,
 }
 
 impl CallTiming {
@@ -107,7 +108,7 @@ impl CallTiming {
             task: r.task,
             call: r.call,
             ok: r.is_ok(),
-            prefilled: r.ttft_ms.is_some(),
+            ttft_ms: r.ttft_ms.map_or(f32::NAN, |t| t as f32),
         }
     }
 }
@@ -116,8 +117,9 @@ impl CallTiming {
 /// the order they were sent (ties by task, then call), each regenerated with
 /// `task` (the run's request source, random access by index), fed to an
 /// ideal prefix cache. Every call whose prompt the server prefilled fills
-/// the cache, warmup included; the tally counts the successful calls
-/// scheduled inside the footer's measured window, as the summary does.
+/// the cache, warmup included, from the instant its first token came (for
+/// the timely hits); the tally counts the successful calls scheduled inside
+/// the footer's measured window, as the summary does.
 /// Runs after the run, in the journal's writer thread: never on the timing
 /// path.
 pub fn reuse_potential(
@@ -127,7 +129,10 @@ pub fn reuse_potential(
 ) -> crate::workload::reuse::ReuseTally {
     use std::collections::HashMap;
     let sent = |t: &CallTiming| t.scheduled_ms + f64::from(t.schedule_lag_ms);
-    let mut order: Vec<&CallTiming> = timings.iter().filter(|t| t.prefilled || t.ok).collect();
+    let mut order: Vec<&CallTiming> = timings
+        .iter()
+        .filter(|t| t.ttft_ms.is_finite() || t.ok)
+        .collect();
     order.sort_by(|a, b| {
         sent(a)
             .total_cmp(&sent(b))
@@ -152,7 +157,14 @@ pub fn reuse_potential(
         });
         if let Some(spec) = calls.get(t.call as usize) {
             let counted = t.ok && t.scheduled_ms >= from && t.scheduled_ms < to;
-            acc.call(spec, counted);
+            // A call that succeeded without a first token (no output) was
+            // prefilled by the time it ended.
+            let prefilled = if t.ttft_ms.is_finite() {
+                t.scheduled_ms + f64::from(t.ttft_ms)
+            } else {
+                t.completed_ms
+            };
+            acc.call_at(spec, counted, sent(t), prefilled);
         }
         if t.call as usize + 1 >= calls.len() {
             tasks.remove(&t.task);
@@ -498,6 +510,8 @@ mod tests {
         assert_eq!(tally.calls, 2);
         assert_eq!(tally.prompt_tokens, 220);
         assert_eq!(tally.potential_hit_tokens, 200);
+        // The warmup call's first token came at 505 ms, long before: timely.
+        assert_eq!(tally.timely_hit_tokens, Some(200));
     }
 
     #[test]

@@ -18,8 +18,15 @@
 //! token of a prompt, so it realizes somewhat less even when nothing is
 //! evicted). Tool definitions and the chat template's own tokens are not in
 //! the segments and not counted.
+//!
+//! With the calls' times ([`ReuseAccumulator::call_at`]) it also counts the
+//! *timely* hits: a segment whose chain an earlier call had sent, but whose
+//! prefill had not finished (its first token had not come) when this call
+//! was sent, cannot have been served from any cache. The siblings of a
+//! fan-out, sent together, offer their shared context to each other only in
+//! the ideal count.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +42,11 @@ pub struct ReuseTally {
     pub prompt_tokens: u64,
     /// Of those, the tokens of leading segments an earlier call had sent.
     pub potential_hit_tokens: u64,
+    /// Of those, the tokens whose earlier call had also finished its
+    /// prefill when this one was sent; `None`: not computed (an older
+    /// journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timely_hit_tokens: Option<u64>,
 }
 
 impl ReuseTally {
@@ -44,17 +56,34 @@ impl ReuseTally {
             .then(|| self.potential_hit_tokens as f64 / self.prompt_tokens as f64)
     }
 
-    fn add(&mut self, prompt_tokens: u32, hits: u32) {
+    /// `timely_hit_tokens / prompt_tokens`, when both are known.
+    pub fn timely_fraction(&self) -> Option<f64> {
+        let timely = self.timely_hit_tokens?;
+        (self.prompt_tokens > 0).then(|| timely as f64 / self.prompt_tokens as f64)
+    }
+
+    fn add(&mut self, prompt_tokens: u32, hits: Hits) {
         self.calls += 1;
         self.prompt_tokens += u64::from(prompt_tokens);
-        self.potential_hit_tokens += u64::from(hits);
+        self.potential_hit_tokens += u64::from(hits.ideal);
+        *self.timely_hit_tokens.get_or_insert(0) += u64::from(hits.timely);
     }
 }
 
-/// The ideal cache: every prefix chain sent so far, by its chained hash.
+/// One call's potential hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// Leading tokens an earlier call had sent.
+    pub ideal: u32,
+    /// Of those, the ones whose earlier call had finished its prefill.
+    pub timely: u32,
+}
+
+/// The ideal cache: every prefix chain sent so far, by its chained hash,
+/// with the earliest instant a call's prefill had computed it.
 #[derive(Debug, Clone, Default)]
 pub struct ReuseAccumulator {
-    seen: HashSet<u64>,
+    seen: HashMap<u64, f64>,
     tally: ReuseTally,
 }
 
@@ -86,12 +115,25 @@ impl ReuseAccumulator {
     /// Feeds the next call sent: returns the tokens an ideal cache would
     /// have served it, then remembers its chain. `counted`: whether the
     /// call is in the tally (a warmup call fills the cache but is not
-    /// measured).
+    /// measured). Without times: every earlier call counts as prefilled.
     pub fn call(&mut self, call: &CallSpec, counted: bool) -> u32 {
+        self.call_at(call, counted, 0.0, 0.0).ideal
+    }
+
+    /// [`call`](Self::call) for a call sent at `sent_ms` whose prefill was
+    /// done (its first token came) at `prefilled_ms`: an earlier call's
+    /// chain is a timely hit only if it was prefilled by `sent_ms`.
+    pub fn call_at(
+        &mut self,
+        call: &CallSpec,
+        counted: bool,
+        sent_ms: f64,
+        prefilled_ms: f64,
+    ) -> Hits {
         let mut chain = ROOT;
-        let mut hits = 0u32;
+        let mut hits = Hits::default();
         let mut prompt = 0u32;
-        let mut chained = true;
+        let (mut chained, mut timely) = (true, true);
         for message in &call.messages {
             for (i, segment) in message.segments.iter().enumerate() {
                 if i == 0 {
@@ -100,11 +142,20 @@ impl ReuseAccumulator {
                 chain = mix(chain, segment_code(segment));
                 let tokens = segment.tokens();
                 prompt = prompt.saturating_add(tokens);
-                if chained && self.seen.contains(&chain) {
-                    hits = hits.saturating_add(tokens);
-                } else {
-                    chained = false;
-                    self.seen.insert(chain);
+                match self.seen.get_mut(&chain) {
+                    Some(at) if chained => {
+                        hits.ideal = hits.ideal.saturating_add(tokens);
+                        timely &= *at <= sent_ms;
+                        if timely {
+                            hits.timely = hits.timely.saturating_add(tokens);
+                        }
+                        *at = at.min(prefilled_ms);
+                    }
+                    Some(at) => *at = at.min(prefilled_ms),
+                    None => {
+                        chained = false;
+                        self.seen.insert(chain, prefilled_ms);
+                    }
                 }
             }
         }
@@ -248,6 +299,53 @@ mod tests {
         assert_eq!(tally.potential_hit_tokens, 3 * 3700);
         let expected = 3.0 * 3700.0 / (4.0 * 3716.0);
         assert!((tally.fraction().unwrap() - expected).abs() < 1e-12);
+        assert_eq!(
+            tally.timely_hit_tokens,
+            Some(3 * 3700),
+            "no times: all in time"
+        );
+    }
+
+    #[test]
+    fn siblings_sent_together_hit_in_time_only_after_a_prefill() {
+        let mut acc = ReuseAccumulator::new();
+        let context = vec![unique(100, 3000)];
+        let sibling = |instruction: u64| {
+            let mut user = context.clone();
+            user.push(unique(instruction, 16));
+            call(vec![(Role::User, user)])
+        };
+        // A step of three sent at 0 ms, each prefilled by 80 ms.
+        let step: Vec<Hits> = (0..3)
+            .map(|i| acc.call_at(&sibling(i), true, 0.0, 80.0))
+            .collect();
+        assert_eq!(
+            step,
+            vec![
+                Hits::default(),
+                Hits {
+                    ideal: 3000,
+                    timely: 0
+                },
+                Hits {
+                    ideal: 3000,
+                    timely: 0
+                },
+            ]
+        );
+        // The next step, sent at 200 ms after the tool ran: in time.
+        let next = acc.call_at(&sibling(9), true, 200.0, 260.0);
+        assert_eq!(
+            next,
+            Hits {
+                ideal: 3000,
+                timely: 3000
+            }
+        );
+        let tally = acc.tally();
+        assert_eq!(tally.potential_hit_tokens, 9000);
+        assert_eq!(tally.timely_hit_tokens, Some(3000));
+        assert!(tally.timely_fraction().unwrap() < tally.fraction().unwrap());
     }
 
     #[test]

@@ -109,8 +109,9 @@ fn a_shared_prefix_shows_potential_and_the_simulator_realizes_it() {
     // The summary sets the cards side by side.
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(
-        summary
-            .contains("| `uncached` | `support` | 80% | 0% (vLLM counters) | not reported | 2 |"),
+        summary.contains(
+            "| `uncached` | `support` | 80% | 80% | 0% (vLLM counters) | not reported | 2 |"
+        ),
         "{summary}"
     );
     let text = std::fs::read_to_string(dir.join("uncached--support.md")).unwrap();

@@ -18,6 +18,8 @@ pub struct ReuseRow {
     pub prompt_tokens: Option<u64>,
     /// Fractions 0–1; `None`: not computed / not reported.
     pub potential: Option<f64>,
+    /// Of it, what earlier calls had prefilled by each call's send.
+    pub potential_in_time: Option<f64>,
     pub realized_usage: Option<f64>,
     pub realized_server: Option<f64>,
     pub server_source: Option<String>,
@@ -31,6 +33,7 @@ pub struct ReuseRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct ReuseView {
     pub potential: Option<f64>,
+    pub potential_in_time: Option<f64>,
     pub realized_usage: Option<f64>,
     pub realized_server: Option<f64>,
     pub server_source: Option<String>,
@@ -55,6 +58,7 @@ pub(super) fn reuse_view(card: &Card, modes: &ModeTags) -> Option<ReuseView> {
             run_id: r.run_id.clone(),
             prompt_tokens: reuse.prompt_tokens,
             potential: reuse.potential,
+            potential_in_time: reuse.potential_in_time,
             realized_usage: reuse.realized_usage,
             realized_server: reuse.realized_server,
             server_source: reuse.server_source.clone(),
@@ -78,6 +82,7 @@ pub(super) fn reuse_view(card: &Card, modes: &ModeTags) -> Option<ReuseView> {
         .any(|r| r.gap_points.is_some_and(|g| g < -SHORTFALL_POINTS));
     Some(ReuseView {
         potential: totals.potential,
+        potential_in_time: totals.potential_in_time,
         realized_usage: totals.realized_usage,
         realized_server: totals.realized_server,
         server_source: totals.server_source.clone(),
