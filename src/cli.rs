@@ -346,6 +346,11 @@ pub enum Command {
         /// (default 1).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         tokens_per_event: Option<u32>,
+        /// Report the prompt tokens served from the prefix cache in
+        /// `usage.prompt_tokens_details.cached_tokens`, as vLLM does with
+        /// --enable-prompt-tokens-details.
+        #[arg(long)]
+        prompt_tokens_details: bool,
     },
     /// Write the Kubernetes objects that run an experiment sharded over
     /// pods, as YAML for `kubectl apply -f`.

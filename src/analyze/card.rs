@@ -289,6 +289,7 @@ fn assemble(
         notes: vec![],
         telemetry_notes: vec![],
         limits: Default::default(),
+        reuse: None,
         // The results folder knows the plan and the journals' times.
         wall_time: None,
     };
@@ -296,7 +297,22 @@ fn assemble(
     // Server-side readings, when the runs scraped any telemetry.
     let max_num_seqs = sim_preset(target).map(|p| p.max_num_seqs);
     super::telemetry::annotate_card(&mut card, max_num_seqs);
+    let routing = routing(target);
+    card.reuse =
+        super::reuse::annotate_runs(card.closed.iter_mut().chain(&mut card.open), &routing);
     card
+}
+
+/// What the target says about replicas behind its endpoint (a `sim`
+/// target's `replicas` and router; nothing for an endpoint).
+fn routing(target: &Target) -> super::reuse::Routing {
+    match &target.kind {
+        TargetKind::Sim { serving, .. } => super::reuse::Routing {
+            replicas: Some(serving.replicas),
+            router: (serving.replicas > 1).then(|| serving.router.as_str().to_string()),
+        },
+        TargetKind::Endpoint { .. } => super::reuse::Routing::default(),
+    }
 }
 
 /// Closed runs grouped by concurrency, ascending.

@@ -15,6 +15,7 @@ pub mod harness;
 pub use crate::stats::interval;
 pub mod knee;
 pub mod mix;
+pub mod reuse;
 pub mod search;
 pub mod settings;
 pub mod sharding;
@@ -206,6 +207,19 @@ pub struct RunSummary {
     /// when telemetry was off or the run had no scrape inside its window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<telemetry::ServerSignals>,
+    /// What an ideal prefix cache would have served of the measured calls'
+    /// prompts (the journal footer's tally); absent in older or merged
+    /// journals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse_potential: Option<crate::workload::reuse::ReuseTally>,
+    /// `usage.prompt_tokens_details.cached_tokens` over the measured
+    /// successful calls that reported it; absent when none did (not 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<reuse::CachedTokens>,
+    /// Potential against realized reuse, and why they differ (set with the
+    /// card, [`reuse::annotate_runs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<reuse::RunReuse>,
     /// A run of a mix: each class's own summary (see [`mix`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<mix::ClassSummary>,
@@ -478,6 +492,10 @@ pub struct Card {
     /// `"cr_closed"` and `"cr_open:<slo>"` (see [`telemetry::annotate_card`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub limits: BTreeMap<String, String>,
+    /// Prefix reuse over the card's runs: potential against realized
+    /// ([`reuse::annotate_runs`]); absent when no run has a figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<reuse::CardReuse>,
     /// The plan's expected and bound times beside the time the runs took
     /// (see [`wall_time`]); set from the results folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]

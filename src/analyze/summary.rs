@@ -309,6 +309,8 @@ pub struct RunAccumulator<'a> {
     /// A mix class's share of the records: `offered` is always its own
     /// arrivals (the footer counts the whole run's).
     own_arrivals: bool,
+    /// `usage.prompt_tokens_details.cached_tokens` of the measured calls.
+    cached: super::reuse::CachedTokens,
 }
 
 impl<'a> RunAccumulator<'a> {
@@ -365,6 +367,7 @@ impl<'a> RunAccumulator<'a> {
             tasks_failed: 0,
             arrivals: 0,
             own_arrivals: false,
+            cached: super::reuse::CachedTokens::default(),
         }
     }
 
@@ -456,6 +459,14 @@ impl<'a> RunAccumulator<'a> {
                 }
                 if let Some(n) = r.prompt_tokens_reported {
                     self.reported.push(f64::from(n));
+                }
+                if let Some(n) = r.cached_tokens {
+                    self.cached.calls += 1;
+                    self.cached.prompt_tokens += u64::from(
+                        r.prompt_tokens_reported
+                            .unwrap_or(r.prompt_tokens_requested),
+                    );
+                    self.cached.cached_tokens += u64::from(n);
                 }
                 self.prompt_requested
                     .push(f64::from(r.prompt_tokens_requested));
@@ -647,6 +658,14 @@ impl<'a> RunAccumulator<'a> {
             incomplete: window.incomplete,
             invalid,
             server: None,
+            // A mix class's records are a share of the run: the footer's
+            // tally is the whole run's.
+            reuse_potential: ends
+                .footer
+                .and_then(|f| f.reuse_potential)
+                .filter(|_| !self.own_arrivals),
+            cached_tokens: (self.cached.calls > 0).then_some(self.cached),
+            reuse: None,
             classes: Vec::new(),
         };
         if open_loop {
@@ -1131,6 +1150,7 @@ pub(crate) mod tests {
             connections_opened: None,
             stopped_early: None,
             decided: None,
+            reuse_potential: None,
         }
     }
 

@@ -184,6 +184,13 @@ pub struct ServerSignals {
     /// Fraction 0–1 of prompt tokens served from the prefix cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_cache_hit_rate: Option<f64>,
+    /// Prompt tokens found in the prefix cache during the window (vLLM's
+    /// `prefix_cache_hits` counter's increase); `None`: not exposed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_tokens: Option<f64>,
+    /// Prompt tokens looked up in it (`prefix_cache_queries`' increase).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_query_tokens: Option<f64>,
     /// Preemptions during the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<f64>,
@@ -389,6 +396,8 @@ pub fn signals(series: &TelemetrySeries, window_ms: [f64; 2]) -> Option<ServerSi
         (Some((h, _)), Some((q, _))) if q > 0.0 => Some(h / q),
         _ => hit_rate_gauge.map(|g| g.mean),
     };
+    out.prefix_cache_hit_tokens = hits.map(|d| d.0);
+    out.prefix_cache_query_tokens = queries.map(|d| d.0);
     out.preemptions = preemptions.map(|d| d.0);
     out.prompt_tokens_per_s = per_s(prompt);
     out.generation_tokens_per_s = per_s(generation);

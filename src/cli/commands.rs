@@ -274,6 +274,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             rate_limit,
             reasoning_tokens,
             tokens_per_event,
+            prompt_tokens_details,
         } => sim(
             SimRequest {
                 preset,
@@ -294,6 +295,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
                     tensor_parallel,
                     reasoning_tokens: reasoning_tokens.map(|n| config::Dist::fixed(f64::from(n))),
                     tokens_per_event,
+                    prompt_tokens_details: prompt_tokens_details.then_some(true),
                     replicas,
                     router,
                     max_context: max_model_len,

@@ -14,12 +14,14 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::ExecError;
 use super::record::{Journal, JournalLine, RunFooter};
+use super::request::RequestSource;
 
 /// Lag p99 (ms) above which an open-loop run is flagged `generator_lagging`:
 /// the client itself, not the endpoint, was late to send. 10 ms is well above
@@ -78,13 +80,23 @@ pub fn build_footer(journal: &Journal, plan: FooterPlan) -> RunFooter {
     build_footer_from(&timings, plan)
 }
 
-/// What the footer needs of one call: 20 bytes instead of the whole record,
-/// so a writer that does not keep records stays small however long the run.
+/// What the footer needs of one call: a few dozen bytes instead of the
+/// whole record, so a writer that does not keep records stays small however
+/// long the run.
 #[derive(Debug, Clone, Copy)]
 pub struct CallTiming {
     pub scheduled_ms: f64,
     pub completed_ms: f64,
     pub schedule_lag_ms: f32,
+    /// Which call it was, for the reuse potential (the calls in the order
+    /// they were sent: `scheduled_ms + schedule_lag_ms`).
+    pub task: u64,
+    pub call: u32,
+    /// The call succeeded.
+    pub ok: bool,
+    /// When the first token came, ms after `scheduled_ms` (the prompt was
+    /// prefilled then); NaN when none came.
+    pub ttft_ms: f32,
 }
 
 impl CallTiming {
@@ -93,8 +105,72 @@ impl CallTiming {
             scheduled_ms: r.scheduled_ms,
             completed_ms: r.completed_ms,
             schedule_lag_ms: r.schedule_lag_ms as f32,
+            task: r.task,
+            call: r.call,
+            ok: r.is_ok(),
+            ttft_ms: r.ttft_ms.map_or(f32::NAN, |t| t as f32),
         }
     }
+}
+
+/// The reuse potential of a run ([`crate::workload::reuse`]): its calls in
+/// the order they were sent (ties by task, then call), each regenerated with
+/// `task` (the run's request source, random access by index), fed to an
+/// ideal prefix cache. Every call whose prompt the server prefilled fills
+/// the cache, warmup included, from the instant its first token came (for
+/// the timely hits); the tally counts the successful calls scheduled inside
+/// the footer's measured window, as the summary does.
+/// Runs after the run, in the journal's writer thread: never on the timing
+/// path.
+pub fn reuse_potential(
+    timings: &[CallTiming],
+    window_ms: [f64; 2],
+    task: &dyn Fn(u64) -> crate::workload::Task,
+) -> crate::workload::reuse::ReuseTally {
+    use std::collections::HashMap;
+    let sent = |t: &CallTiming| t.scheduled_ms + f64::from(t.schedule_lag_ms);
+    let mut order: Vec<&CallTiming> = timings
+        .iter()
+        .filter(|t| t.ttft_ms.is_finite() || t.ok)
+        .collect();
+    order.sort_by(|a, b| {
+        sent(a)
+            .total_cmp(&sent(b))
+            .then(a.task.cmp(&b.task))
+            .then(a.call.cmp(&b.call))
+    });
+    // A task's calls are regenerated once and dropped after its last call,
+    // so memory follows the tasks in flight (a task whose last call was
+    // never served stays: at most one per such call).
+    let mut tasks: HashMap<u64, Vec<crate::workload::CallSpec>> = HashMap::new();
+    let mut acc = crate::workload::reuse::ReuseAccumulator::new();
+    let [from, to] = window_ms;
+    for t in order {
+        let calls = tasks.entry(t.task).or_insert_with(|| {
+            let mut generated = task(t.task);
+            generated
+                .spec
+                .calls_mut()
+                .into_iter()
+                .map(|c| c.clone())
+                .collect()
+        });
+        if let Some(spec) = calls.get(t.call as usize) {
+            let counted = t.ok && t.scheduled_ms >= from && t.scheduled_ms < to;
+            // A call that succeeded without a first token (no output) was
+            // prefilled by the time it ended.
+            let prefilled = if t.ttft_ms.is_finite() {
+                t.scheduled_ms + f64::from(t.ttft_ms)
+            } else {
+                t.completed_ms
+            };
+            acc.call_at(spec, counted, sent(t), prefilled);
+        }
+        if t.call as usize + 1 >= calls.len() {
+            tasks.remove(&t.task);
+        }
+    }
+    acc.tally()
 }
 
 /// [`build_footer`] from the calls' timings alone.
@@ -145,6 +221,7 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
         connections_opened: plan.connections_opened,
         stopped_early: plan.stopped_early,
         decided: plan.decided,
+        reuse_potential: None,
     }
 }
 
@@ -152,9 +229,13 @@ pub fn build_footer_from(timings: &[CallTiming], plan: FooterPlan) -> RunFooter 
 /// The writer thread for `path`. With `keep_records` the journal it returns
 /// holds every line; without, only the header and the footer (the records
 /// are on disk), so a long run's memory does not grow with its calls.
+///
+/// With `source` (the run's requests), the footer gets the run's reuse
+/// potential ([`reuse_potential`]), computed once the run has ended.
 pub(crate) fn spawn_writer(
     path: &Path,
     keep_records: bool,
+    source: Option<Arc<dyn RequestSource>>,
 ) -> Result<(mpsc::UnboundedSender<WriterMsg>, WriterHandle), ExecError> {
     let journal_error = |source| ExecError::Journal {
         path: path.to_path_buf(),
@@ -166,7 +247,8 @@ pub(crate) fn spawn_writer(
     let file = File::create(path).map_err(journal_error)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let path = path.to_path_buf();
-    let handle = tokio::task::spawn_blocking(move || write_loop(file, rx, path, keep_records));
+    let handle =
+        tokio::task::spawn_blocking(move || write_loop(file, rx, path, keep_records, source));
     Ok((tx, handle))
 }
 
@@ -175,6 +257,7 @@ fn write_loop(
     mut rx: mpsc::UnboundedReceiver<WriterMsg>,
     path: PathBuf,
     keep_records: bool,
+    source: Option<Arc<dyn RequestSource>>,
 ) -> Result<Journal, ExecError> {
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     let mut journal = Journal::default();
@@ -190,7 +273,14 @@ fn write_loop(
                     // The footer is the last line, even if a straggler
                     // still held a sender.
                     finished = true;
-                    JournalLine::End(build_footer_from(&timings, plan))
+                    let mut footer = build_footer_from(&timings, plan);
+                    if let Some(source) = &source {
+                        footer.reuse_potential =
+                            Some(reuse_potential(&timings, footer.measured_window_ms, &|i| {
+                                source.task(i)
+                            }));
+                    }
+                    JournalLine::End(footer)
                 }
             };
             if failed.is_none()
@@ -371,6 +461,58 @@ pub use crate::time::rfc3339_utc;
 mod tests {
     use super::*;
     use crate::exec::record::{ErrorClass, RequestRecord};
+
+    #[test]
+    fn reuse_potential_feeds_calls_in_send_order_and_counts_the_window() {
+        use crate::workload::{CallSpec, Message, Role, Segment, Task, TaskSpec};
+        let task = |i: u64| Task {
+            index: i,
+            spec: TaskSpec::Single(CallSpec {
+                messages: vec![
+                    Message {
+                        role: Role::System,
+                        segments: vec![Segment::Prefix {
+                            group: 0,
+                            tokens: 100,
+                        }],
+                    },
+                    Message {
+                        role: Role::User,
+                        segments: vec![Segment::Unique { key: i, tokens: 10 }],
+                    },
+                ],
+                input_tokens: 110,
+                output_tokens: 4,
+                tools: None,
+                answer_in_words: false,
+            }),
+            class: None,
+        };
+        // Sent late by `lag`: the order is by send, not by schedule.
+        let call = |task: u64, scheduled_ms: f64, lag: f64| RequestRecord {
+            sent_ms: scheduled_ms + lag,
+            schedule_lag_ms: lag,
+            ..RequestRecord::succeeded(task, scheduled_ms, 5.0, vec![1.0])
+        };
+        // In completion order; sent: task 2 (warmup), 0, 1 (failed before
+        // any token: the server never prefilled it), 3.
+        let records = [
+            call(3, 1030.0, 0.0),
+            RequestRecord::failed(1, 1020.0, 1021.0, ErrorClass::Connect),
+            // Scheduled after task 3, sent before it.
+            call(0, 1025.0, 1.0),
+            call(2, 500.0, 0.0),
+        ];
+        let timings: Vec<CallTiming> = records.iter().map(CallTiming::of).collect();
+        let tally = reuse_potential(&timings, [1000.0, 2000.0], &task);
+        // The warmup call filled the cache; the two measured calls hit its
+        // prefix; the failed one neither counts nor fills.
+        assert_eq!(tally.calls, 2);
+        assert_eq!(tally.prompt_tokens, 220);
+        assert_eq!(tally.potential_hit_tokens, 200);
+        // The warmup call's first token came at 505 ms, long before: timely.
+        assert_eq!(tally.timely_hit_tokens, Some(200));
+    }
 
     #[test]
     fn parse_line_reads_records_as_the_tagged_enum_does() {

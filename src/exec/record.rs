@@ -152,6 +152,13 @@ pub struct RequestRecord {
     pub prompt_tokens_requested: u32,
     /// From the server's `usage`, when it sends one.
     pub prompt_tokens_reported: Option<u32>,
+    /// Of the prompt, the tokens the server served from its prefix cache:
+    /// `usage.prompt_tokens_details.cached_tokens` (the Responses API's
+    /// `usage.input_tokens_details.cached_tokens`). `None`: the server did
+    /// not report it, which is not 0 (vLLM reports it only with
+    /// `--enable-prompt-tokens-details`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
     pub output_tokens_requested: u32,
     /// Output tokens counted (from `usage` when given, else content chunks),
     /// reasoning included: what the server generated.
@@ -219,6 +226,7 @@ impl RequestRecord {
             itl_ms,
             prompt_tokens_requested: 100,
             prompt_tokens_reported: Some(100),
+            cached_tokens: None,
             output_tokens_requested: output_tokens,
             output_tokens,
             output_tokens_source: TokenSource::Usage,
@@ -422,6 +430,12 @@ pub struct RunFooter {
     /// at the stop. `None`: it ran its course.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<DecisiveStop>,
+    /// What an ideal, unlimited prefix cache would have served of the
+    /// measured calls' prompts, the run's calls fed to it in the order they
+    /// were sent ([`crate::workload::reuse`]); `None`: not computed (an
+    /// older journal, a merged shard's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse_potential: Option<crate::workload::reuse::ReuseTally>,
 }
 
 /// Why an open run was ended once it was decisively beyond its SLOs (a

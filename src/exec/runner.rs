@@ -720,7 +720,11 @@ pub(crate) async fn run(
         wire: super::stream::Wire::of(endpoint.api),
     };
     let target_has_tokenizer = target.tokenizer.is_some();
-    let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;
+    let (journal_tx, writer) = journal::spawn_writer(
+        journal_path,
+        !options.discard_records,
+        Some(Arc::clone(&source)),
+    )?;
 
     // A shard's t0 is the agreed instant, not when it got there: a late
     // start shows as start lag and as every call's schedule lag, and the

@@ -125,6 +125,8 @@ pub struct StreamObserver {
     /// Output tokens of `output_text` by the target's tokenizer.
     output_tokens_counted: Option<u32>,
     prompt_tokens_reported: Option<u32>,
+    /// `prompt_tokens_details.cached_tokens` (or `input_tokens_details`).
+    cached_tokens_reported: Option<u32>,
     completion_tokens_reported: Option<u32>,
     finish_reason: Option<String>,
     done: bool,
@@ -188,12 +190,22 @@ struct UsageWire {
     completion_tokens: Option<u32>,
     #[serde(default)]
     completion_tokens_details: Option<TokenDetailsWire>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetailsWire>,
 }
 
 #[derive(Deserialize)]
 struct TokenDetailsWire {
     #[serde(default)]
     reasoning_tokens: Option<u32>,
+}
+
+/// `prompt_tokens_details` (`input_tokens_details`): a `null` inside, or
+/// the object absent, is "not reported", never 0.
+#[derive(Deserialize)]
+struct PromptDetailsWire {
+    #[serde(default)]
+    cached_tokens: Option<u32>,
 }
 
 /// One event of the Responses API's stream.
@@ -234,6 +246,8 @@ struct ResponsesUsageWire {
     output_tokens: Option<u32>,
     #[serde(default)]
     output_tokens_details: Option<TokenDetailsWire>,
+    #[serde(default)]
+    input_tokens_details: Option<PromptDetailsWire>,
 }
 
 #[derive(Deserialize)]
@@ -535,6 +549,11 @@ impl StreamObserver {
                     if let Some(usage) = &response.usage {
                         self.prompt_tokens_reported =
                             usage.input_tokens.or(self.prompt_tokens_reported);
+                        self.cached_tokens_reported = usage
+                            .input_tokens_details
+                            .as_ref()
+                            .and_then(|d| d.cached_tokens)
+                            .or(self.cached_tokens_reported);
                         self.completion_tokens_reported =
                             usage.output_tokens.or(self.completion_tokens_reported);
                         self.reasoning_tokens_reported = usage
@@ -644,6 +663,11 @@ impl StreamObserver {
             // Servers with continuous usage stats send it on every chunk: the
             // last one is the total.
             self.prompt_tokens_reported = usage.prompt_tokens.or(self.prompt_tokens_reported);
+            self.cached_tokens_reported = usage
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .or(self.cached_tokens_reported);
             self.completion_tokens_reported =
                 usage.completion_tokens.or(self.completion_tokens_reported);
             self.reasoning_tokens_reported = usage
@@ -836,6 +860,7 @@ impl StreamObserver {
             itl_ms: self.itl_ms,
             prompt_tokens_requested: id.prompt_tokens_requested,
             prompt_tokens_reported: self.prompt_tokens_reported,
+            cached_tokens: self.cached_tokens_reported,
             output_tokens_requested: id.output_tokens_requested,
             output_tokens,
             output_tokens_source,
@@ -1588,5 +1613,104 @@ mod tests {
         assert_eq!(t.chars().count(), MAX_DETAIL_CHARS + 1);
         assert!(t.ends_with('…'));
         assert_eq!(truncate_detail("  short "), "short");
+    }
+
+    /// A whole SSE body, fed to an observer as bytes arrive in `pieces`.
+    fn read_bytes(wire: Wire, body: &[u8], pieces: usize) -> RequestRecord {
+        let mut o = StreamObserver::for_wire(wire);
+        let mut decoder = crate::exec::sse::SseDecoder::new();
+        let mut end = StreamEnd::Eof;
+        let step = body.len().div_ceil(pieces.max(1));
+        'feed: for (i, chunk) in body.chunks(step).enumerate() {
+            decoder.push(chunk);
+            while let Some(event) = decoder.next_event() {
+                match o.on_event(&event, 10.0 * (i + 1) as f64) {
+                    EventVerdict::Continue => {}
+                    EventVerdict::Done => {
+                        end = StreamEnd::Done;
+                        break 'feed;
+                    }
+                    EventVerdict::Fail(class, detail) => {
+                        end = StreamEnd::Failed(class, detail);
+                        break 'feed;
+                    }
+                }
+            }
+        }
+        o.into_record(id(), times(0.0, 0.0, 100.0), end)
+    }
+
+    #[test]
+    fn cached_tokens_are_read_from_chat_usage_bytes() {
+        // vLLM with --enable-prompt-tokens-details, byte for byte.
+        let body = concat!(
+            "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"length\"}]}\n\n",
+            "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":1040,\"total_tokens\":1042,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":1024}}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        for pieces in [1, 7, body.len()] {
+            let r = read_bytes(Wire::Chunks, body.as_bytes(), pieces);
+            assert_eq!(r.error, None, "{pieces} pieces: {r:?}");
+            assert_eq!(r.prompt_tokens_reported, Some(1040));
+            assert_eq!(r.cached_tokens, Some(1024), "{pieces} pieces");
+        }
+    }
+
+    #[test]
+    fn cached_tokens_are_read_from_completions_usage_bytes() {
+        let body = concat!(
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" a\",\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" b\",\"finish_reason\":\"length\"}]}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"total_tokens\":42,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":0}}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let r = read_bytes(Wire::Chunks, body.as_bytes(), 3);
+        assert_eq!(r.error, None, "{r:?}");
+        // A reported 0 is a cold cache, not "not reported".
+        assert_eq!(r.cached_tokens, Some(0));
+    }
+
+    #[test]
+    fn cached_tokens_not_reported_stay_none() {
+        // vLLM's default: no details at all; some servers send a null.
+        for usage in [
+            r#"{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42}"#,
+            r#"{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":null}"#,
+            r#"{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":null}}"#,
+        ] {
+            let body = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"a\"}},\"finish_reason\":\"length\"}}]}}\n\ndata: {{\"choices\":[],\"usage\":{usage}}}\n\ndata: [DONE]\n\n"
+            );
+            let r = read_bytes(Wire::Chunks, body.as_bytes(), 2);
+            assert_eq!(r.error, None, "{usage}: {r:?}");
+            assert_eq!(r.prompt_tokens_reported, Some(40));
+            assert_eq!(r.cached_tokens, None, "{usage}");
+        }
+    }
+
+    #[test]
+    fn cached_tokens_are_read_from_the_responses_api_bytes() {
+        let body = concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"status\":\"in_progress\"}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":300,\"input_tokens_details\":{\"cached_tokens\":256},\"output_tokens\":1,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":301}}}\n\n"
+        );
+        let r = read_bytes(Wire::Responses, body.as_bytes(), 5);
+        assert_eq!(r.error, None, "{r:?}");
+        assert_eq!(r.prompt_tokens_reported, Some(300));
+        assert_eq!(r.cached_tokens, Some(256));
+        // A JSON round trip keeps "not reported" apart from 0.
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains("\"cached_tokens\":256"), "{json}");
+        let none = RequestRecord {
+            cached_tokens: None,
+            ..r.clone()
+        };
+        let json = serde_json::to_string(&none).unwrap();
+        assert!(!json.contains("cached_tokens"), "{json}");
+        let back: RequestRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.cached_tokens, None);
     }
 }

@@ -117,7 +117,11 @@ pub async fn execute_virtual(
     (journal_path, telemetry_path): (&Path, Option<&Path>),
     options: &RunOptions,
 ) -> Result<Journal, ExecError> {
-    let (journal_tx, writer) = journal::spawn_writer(journal_path, !options.discard_records)?;
+    let (journal_tx, writer) = journal::spawn_writer(
+        journal_path,
+        !options.discard_records,
+        Some(Arc::clone(&inputs.source)),
+    )?;
     let run_id = run.id.clone();
     let (target, run, cancel) = (target.clone(), run.clone(), options.cancel.clone());
     let header_extra = (
@@ -291,6 +295,8 @@ struct Call {
     event_tokens: u32,
     stall_release: Option<Duration>,
     prompt_tokens: Option<u32>,
+    /// Prompt tokens the engine found in its prefix cache.
+    cached_tokens: Option<u32>,
     finish: Option<&'static str>,
 }
 
@@ -809,6 +815,7 @@ impl<'a> Sim<'a> {
                 event_tokens: 0,
                 stall_release: None,
                 prompt_tokens: None,
+                cached_tokens: None,
                 finish: None,
             };
             self.inflight += 1;
@@ -939,6 +946,7 @@ impl<'a> Sim<'a> {
                 call.event_tokens = e.index + 1;
             }
             call.prompt_tokens = Some(e.prompt_tokens);
+            call.cached_tokens = Some(e.cached_tokens);
             if let Some(finish) = e.finish {
                 let generated = call.token_at.len() as u32;
                 call.finish = Some(finish_label(call.api, &call.answer, finish, generated));
@@ -1028,6 +1036,16 @@ impl<'a> Sim<'a> {
             prompt_tokens_requested: call.input_tokens,
             prompt_tokens_reported: if ok && call.include_usage {
                 call.prompt_tokens
+            } else {
+                None
+            },
+            // As the HTTP server reports it: in `usage`, when the preset
+            // reports prompt token details.
+            cached_tokens: if ok
+                && call.include_usage
+                && self.target.preset.answers.prompt_tokens_details
+            {
+                call.cached_tokens
             } else {
                 None
             },

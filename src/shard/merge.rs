@@ -170,6 +170,9 @@ pub fn merge_footers(footers: &[RunFooter]) -> Option<RunFooter> {
         stopped_early: None,
         // Shards' runs run their course: a watch sees one shard's part.
         decided: None,
+        // Each shard fed its own calls to its own ideal cache: their sum
+        // is not the run's potential, and the merge has no request source.
+        reuse_potential: None,
     })
 }
 
@@ -464,6 +467,7 @@ mod tests {
             connections_opened: Some(offered),
             stopped_early: None,
             decided: None,
+            reuse_potential: None,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct Answers {
     pub reasoning_tokens: Option<Dist>,
     /// Tokens per streamed event (≥ 1; 0 is taken as 1).
     pub tokens_per_event: u32,
+    /// `usage.prompt_tokens_details.cached_tokens` is reported (vLLM's
+    /// `--enable-prompt-tokens-details`; off by default, as in vLLM).
+    pub prompt_tokens_details: bool,
 }
 
 impl Answers {
@@ -49,6 +52,7 @@ impl Answers {
     pub const PLAIN: Answers = Answers {
         reasoning_tokens: None,
         tokens_per_event: 1,
+        prompt_tokens_details: false,
     };
 }
 
@@ -196,6 +200,7 @@ mod tests {
         Answers {
             reasoning_tokens: dist,
             tokens_per_event,
+            prompt_tokens_details: false,
         }
     }
 

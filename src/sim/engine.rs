@@ -112,6 +112,10 @@ pub struct Emitted {
     /// Set on the request's last token.
     pub finish: Option<FinishReason>,
     pub prompt_tokens: u32,
+    /// Of the prompt, the tokens found in the prefix cache when the request
+    /// was first scheduled (vLLM's `num_cached_tokens`, what it reports as
+    /// `usage.prompt_tokens_details.cached_tokens`); 0 with caching off.
+    pub cached_tokens: u32,
 }
 
 /// What one step did.
@@ -183,6 +187,9 @@ struct Seq {
     last_token_at: Option<Duration>,
     /// Set by the step that emits its last token (removed at the step's end).
     finished: bool,
+    /// Prompt tokens served from the prefix cache at the first admission
+    /// (a preempted request readmitted keeps it, as vLLM does).
+    cached_tokens: Option<u32>,
 }
 
 impl Seq {
@@ -263,6 +270,7 @@ impl Engine {
             priority: req.priority,
             last_token_at: None,
             finished: false,
+            cached_tokens: None,
         });
         Ok(())
     }
@@ -416,6 +424,7 @@ impl Engine {
             self.metrics.prefix_cache_hits += u64::from(computed);
         }
         seq.registered = hits.len();
+        seq.cached_tokens.get_or_insert(computed);
         seq.blocks = hits;
         seq.blocks.extend(new);
         seq.computed = computed;
@@ -598,6 +607,7 @@ impl Engine {
                 index,
                 finish,
                 prompt_tokens: seq.prompt_len,
+                cached_tokens: seq.cached_tokens.unwrap_or(0),
             });
         }
         if finished_any {
@@ -883,6 +893,46 @@ mod tests {
         let m = engine.metrics();
         assert_eq!(m.prefix_cache_queries, 2 * 528);
         assert_eq!(m.prefix_cache_hits, 512, "the 32 full prefix blocks");
+    }
+
+    #[test]
+    fn each_token_carries_the_cached_prompt_tokens_of_its_request() {
+        let mut engine = Engine::new(tiny(), 3);
+        let prefix = unique_prompt(42, 512);
+        let mut prompt_b = prefix.clone();
+        prompt_b.extend(unique_prompt(2, 20));
+        let mut now = Duration::ZERO;
+        let mut cached: HashMap<u64, Vec<u32>> = HashMap::new();
+        let mut run = |engine: &mut Engine, now: &mut Duration| {
+            while engine.has_work() {
+                let out = engine.step(*now);
+                *now = out.ends_at();
+                for e in &out.emitted {
+                    cached.entry(e.id.0).or_default().push(e.cached_tokens);
+                }
+            }
+        };
+        engine.submit(req(1, prefix.clone(), 3), now).unwrap();
+        run(&mut engine, &mut now);
+        engine.submit(req(2, prompt_b, 3), now).unwrap();
+        run(&mut engine, &mut now);
+        assert_eq!(cached[&1], vec![0, 0, 0], "a cold cache");
+        // 512 prefix tokens are 32 whole blocks.
+        assert_eq!(cached[&2], vec![512, 512, 512]);
+
+        let mut off = tiny().clone();
+        off.prefix_caching = false;
+        let mut engine = Engine::new(&off, 3);
+        let mut cached: Vec<u32> = Vec::new();
+        for id in [1, 2] {
+            engine.submit(req(id, prefix.clone(), 2), now).unwrap();
+            while engine.has_work() {
+                let out = engine.step(now);
+                now = out.ends_at();
+                cached.extend(out.emitted.iter().map(|e| e.cached_tokens));
+            }
+        }
+        assert!(cached.iter().all(|&n| n == 0), "{cached:?}");
     }
 
     #[test]

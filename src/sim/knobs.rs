@@ -139,6 +139,9 @@ pub fn apply(preset: &Preset, serving: &SimServing) -> Result<Preset, KnobError>
     if let Some(n) = serving.tokens_per_event {
         p.answers.tokens_per_event = at_least_one("tokens-per-event", n)?;
     }
+    if let Some(b) = serving.prompt_tokens_details {
+        p.answers.prompt_tokens_details = b;
+    }
     if let Some(tp) = serving.tensor_parallel {
         let tp = at_least_one("tensor-parallel", tp)?;
         let m = &p.model;
@@ -271,6 +274,11 @@ pub fn differences(base: &Preset, engine: &Preset) -> Vec<String> {
         "tokens-per-event",
         base.answers.tokens_per_event.to_string(),
         engine.answers.tokens_per_event.to_string(),
+    );
+    differ(
+        "prompt-tokens-details",
+        base.answers.prompt_tokens_details.to_string(),
+        engine.answers.prompt_tokens_details.to_string(),
     );
     differ(
         "max-model-len",

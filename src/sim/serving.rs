@@ -50,6 +50,11 @@ pub struct SimServing {
     /// event, as hosted APIs do (1, every token its own event, if unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_event: Option<u32>,
+    /// `prompt-tokens-details #true`: answers report
+    /// `usage.prompt_tokens_details.cached_tokens`, as vLLM does with
+    /// `--enable-prompt-tokens-details` (off by default, as in vLLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<bool>,
     /// Engines behind the one endpoint (a small virtual cluster).
     pub replicas: u32,
     /// How the cluster's router picks a replica for each request.
@@ -85,6 +90,7 @@ impl Default for SimServing {
             per_seq_overhead: None,
             reasoning_tokens: None,
             tokens_per_event: None,
+            prompt_tokens_details: None,
             replicas: 1,
             router: SimRouter::default(),
             virtual_time: false,
@@ -129,6 +135,7 @@ impl SimServing {
             && self.per_seq_overhead.is_none()
             && self.reasoning_tokens.is_none()
             && self.tokens_per_event.is_none()
+            && self.prompt_tokens_details.is_none()
             && self.replicas == 1
     }
 
@@ -184,6 +191,10 @@ impl SimServing {
         line(
             "tokens-per-event",
             self.tokens_per_event.map(|n| n.to_string()),
+        );
+        line(
+            "prompt-tokens-details",
+            self.prompt_tokens_details.map(flag),
         );
         let router = if self.router == SimRouter::default() {
             String::new()
@@ -302,6 +313,7 @@ mod tests {
                 max: Some(2000.0),
             }),
             tokens_per_event: Some(4),
+            prompt_tokens_details: Some(true),
             replicas: 2,
             router: SimRouter::default(),
             virtual_time: false,
@@ -326,6 +338,7 @@ mod tests {
                 "per-seq-overhead \"12us\"",
                 "reasoning-tokens lognormal median=200 sigma=0.5 max=2000",
                 "tokens-per-event 4",
+                "prompt-tokens-details #true",
                 "replicas 2",
             ]
         );

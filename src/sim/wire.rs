@@ -45,6 +45,10 @@ pub struct Usage {
     pub completion_tokens: u32,
     /// Of `completion_tokens`, the reasoning ones.
     pub reasoning_tokens: u32,
+    /// Of `prompt_tokens`, those served from the prefix cache, when the
+    /// server reports them (`prompt_tokens_details.cached_tokens`, the
+    /// Responses API's `input_tokens_details`); `None`: not reported.
+    pub cached_tokens: Option<u32>,
 }
 
 impl Usage {
@@ -61,6 +65,12 @@ impl Usage {
             self.completion_tokens,
             self.total()
         );
+        if let Some(cached) = self.cached_tokens {
+            let _ = write!(
+                json,
+                ",\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}"
+            );
+        }
         if self.reasoning_tokens > 0 {
             let _ = write!(
                 json,
@@ -74,8 +84,11 @@ impl Usage {
 
     /// The Responses API's `usage`.
     fn responses_json(&self) -> String {
+        let cached = self.cached_tokens.map_or(String::new(), |n| {
+            format!(",\"input_tokens_details\":{{\"cached_tokens\":{n}}}")
+        });
         format!(
-            "{{\"input_tokens\":{},\"output_tokens\":{},\"total_tokens\":{},\"output_tokens_details\":{{\"reasoning_tokens\":{}}}}}",
+            "{{\"input_tokens\":{}{cached},\"output_tokens\":{},\"total_tokens\":{},\"output_tokens_details\":{{\"reasoning_tokens\":{}}}}}",
             self.prompt_tokens,
             self.completion_tokens,
             self.total(),
@@ -216,6 +229,7 @@ impl Framer {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 reasoning_tokens: 0,
+                cached_tokens: None,
             },
         );
     }
@@ -235,6 +249,7 @@ impl Framer {
             prompt_tokens: prompt,
             completion_tokens: completion,
             reasoning_tokens: 0,
+            cached_tokens: None,
         }
         .chunks_json();
         match self.api {
@@ -385,6 +400,10 @@ pub struct AnswerWriter {
     open_item: Option<OpenItem>,
     /// The Responses API's finished items, as the final response lists them.
     items: Vec<String>,
+    /// Whether `usage` reports the cached prompt tokens
+    /// ([`with_cached_tokens`](Self::with_cached_tokens)), and how many.
+    report_cached: bool,
+    cached_tokens: u32,
 }
 
 impl AnswerWriter {
@@ -407,6 +426,8 @@ impl AnswerWriter {
             sequence: 0,
             open_item: None,
             items: Vec::new(),
+            report_cached: false,
+            cached_tokens: 0,
         }
     }
 
@@ -492,7 +513,22 @@ impl AnswerWriter {
             prompt_tokens,
             completion_tokens: self.generated,
             reasoning_tokens: self.plan.reasoning_of(self.generated),
+            cached_tokens: self.report_cached.then_some(self.cached_tokens),
         }
+    }
+
+    /// Report the cached prompt tokens in `usage` (vLLM's
+    /// `--enable-prompt-tokens-details`; off, as vLLM's default, they are
+    /// not reported at all).
+    pub fn with_cached_tokens(mut self, report: bool) -> Self {
+        self.report_cached = report;
+        self
+    }
+
+    /// The prompt tokens the engine found cached (told with each token;
+    /// reported only when [`with_cached_tokens`](Self::with_cached_tokens)).
+    pub fn set_cached_tokens(&mut self, n: u32) {
+        self.cached_tokens = n;
     }
 
     /// The chunk APIs' `finish_reason` of the answer so far.
@@ -808,6 +844,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 5,
                 reasoning_tokens: 2,
+                cached_tokens: Some(0),
             },
         );
         let e = chunks(&out);
@@ -828,6 +865,8 @@ mod tests {
             2
         );
         assert_eq!(e[3]["usage"]["total_tokens"], 8);
+        // A cold cache reported is 0, not absent.
+        assert_eq!(e[3]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod classes;
 /// Datasets are read by the data leaf; kept at this path for callers.
 pub use crate::data::dataset;
 pub mod prompt;
+pub mod reuse;
 pub mod task;
 pub mod tokenize;
 pub mod trace;

@@ -1103,6 +1103,7 @@ fn sim_knobs_decode_to_the_expected_serving() {
             max: Some(2000.0),
         }),
         tokens_per_event: Some(4),
+        prompt_tokens_details: Some(true),
         replicas: 2,
         router: SimRouter::LeastLoaded,
         virtual_time: true,

@@ -609,3 +609,42 @@ async fn a_reasoning_tool_call_in_events_of_4_reads_the_same_over_http_and_in_vi
         assert_eq!(virt.itl_ms.len(), http.itl_ms.len());
     }
 }
+
+#[tokio::test]
+async fn usage_reports_the_prompt_tokens_found_in_the_prefix_cache_when_asked() {
+    let with = SimServing {
+        prompt_tokens_details: Some(true),
+        ..SimServing::default()
+    };
+    let server = tiny_with(&with).await;
+    let chat = json!({
+        "messages": [{"role": "user", "content": words(64, "shared")}],
+        "max_completion_tokens": 4, "ignore_eos": true, "stream": true,
+        "stream_options": {"include_usage": true}
+    });
+    let cached =
+        |events: &[Value]| events.last().unwrap()["usage"]["prompt_tokens_details"].clone();
+    let first = chunk_events(&post(&server, "chat/completions", &chat).await);
+    assert_eq!(cached(&first)["cached_tokens"], 0, "a cold cache reports 0");
+    let second = chunk_events(&post(&server, "chat/completions", &chat).await);
+    // 64 prompt tokens: 3 whole blocks of 16 (the last token is always
+    // computed).
+    assert_eq!(cached(&second)["cached_tokens"], 48);
+    // The Responses API says it in `input_tokens_details`.
+    let responses = json!({"input": words(64, "shared"), "max_output_tokens": 4, "stream": true});
+    let events = typed_events(&post(&server, "responses", &responses).await);
+    let (_, completed) = events.last().unwrap();
+    assert_eq!(
+        completed["response"]["usage"]["input_tokens_details"]["cached_tokens"], 48,
+        "{completed}"
+    );
+
+    // vLLM's default: not reported at all, which is not 0.
+    let server = tiny_with(&SimServing::default()).await;
+    for _ in 0..2 {
+        let events = chunk_events(&post(&server, "chat/completions", &chat).await);
+        let usage = &events.last().unwrap()["usage"];
+        assert!(usage["prompt_tokens"].is_number());
+        assert!(usage.get("prompt_tokens_details").is_none(), "{usage}");
+    }
+}

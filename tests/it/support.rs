@@ -481,6 +481,7 @@ pub mod build {
                 connections_opened: None,
                 stopped_early: None,
                 decided: None,
+                reuse_potential: None,
             }),
         }
     }

@@ -874,6 +874,10 @@ fn sim_block_knobs(target: &Target) -> Vec<String> {
     set("step-overhead", serving.step_overhead.is_some());
     set("per-seq-overhead", serving.per_seq_overhead.is_some());
     set("tokens-per-event", serving.tokens_per_event.is_some());
+    set(
+        "prompt-tokens-details",
+        serving.prompt_tokens_details.is_some(),
+    );
     set("replicas", serving.replicas != 1);
     out
 }

@@ -60,6 +60,7 @@ const SIM_KNOBS: &[&str] = &[
     "per-seq-overhead",
     "reasoning-tokens",
     "tokens-per-event",
+    "prompt-tokens-details",
     "replicas",
     "virtual",
     "network-overhead",
@@ -572,6 +573,9 @@ impl Decoder {
             "prefix-caching" => self
                 .sim_flag(child, "prefix-caching #false")
                 .map(|b| serving.prefix_caching = Some(b)),
+            "prompt-tokens-details" => self
+                .sim_flag(child, "prompt-tokens-details #true")
+                .map(|b| serving.prompt_tokens_details = Some(b)),
             "chunked-prefill" => self
                 .sim_flag(child, "chunked-prefill #false")
                 .map(|b| serving.chunked_prefill = Some(b)),

@@ -26,10 +26,12 @@ use super::describe::{
 use crate::format::plain;
 
 mod frontier;
+mod reuse;
 mod status;
 mod summary;
 
 pub use frontier::*;
+pub use reuse::*;
 pub use status::*;
 pub use summary::*;
 
@@ -372,6 +374,9 @@ pub struct CardView {
     /// Server-side telemetry; `None` when no run has any (the card then
     /// renders exactly as without telemetry support).
     pub telemetry: Option<TelemetryView>,
+    /// Prefix reuse, potential against realized; `None` when no run has
+    /// any figure (older folders).
+    pub reuse: Option<ReuseView>,
     /// A mix card: its classes, what limits it, and each class at Cr_open
     /// and at the first failing rate.
     pub mix: Option<MixView>,
@@ -1040,6 +1045,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         })
         .collect();
     let telemetry = telemetry_view(card, &modes);
+    let reuse = reuse_view(card, &modes);
     CardView {
         experiment: report.experiment.clone(),
         description: report.description.clone(),
@@ -1112,6 +1118,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
         context_rejections: context_rejections(card),
         unexplained_cache_hits: unexplained_cache_hits(card),
         telemetry,
+        reuse,
         mix: mix_view(card),
     }
 }
@@ -1293,6 +1300,7 @@ mod tests {
             notes: vec![],
             telemetry_notes: vec![],
             limits: BTreeMap::new(),
+            reuse: None,
             mix: None,
             wall_time: None,
         }

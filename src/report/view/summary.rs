@@ -28,6 +28,9 @@ pub struct SummaryRow {
     pub cr_closed: CrClosedView,
     pub cr_open: Vec<SummaryCell>,
     pub replicas: Vec<SummaryCell>,
+    /// The card's prefix reuse, potential against realized; `None`
+    /// without any figure.
+    pub reuse: Option<crate::analyze::reuse::CardReuse>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -249,6 +252,7 @@ pub fn summary_view(report: &CapacityReport) -> SummaryView {
                 cr_closed: view.cr_closed,
                 cr_open,
                 replicas,
+                reuse: card.reuse.clone(),
             }
         })
         .collect();

@@ -264,7 +264,8 @@ pub(super) async fn generate(s: Arc<AppState>, api: Api, body: &[u8]) -> Respons
         created,
         asked_model.as_deref().unwrap_or(&s.model),
     );
-    let writer = AnswerWriter::new(framer, answer, stream, include_usage);
+    let writer = AnswerWriter::new(framer, answer, stream, include_usage)
+        .with_cached_tokens(s.preset.answers.prompt_tokens_details);
     if stream {
         stream_response(SseState {
             rx,
@@ -308,6 +309,7 @@ pub(super) async fn full_response(
                     }
                 }
                 let mut body = String::new();
+                writer.set_cached_tokens(e.cached_tokens);
                 writer.token(
                     &mut body,
                     e.index,
@@ -385,6 +387,7 @@ pub(super) async fn next_sse(
                         tokio::time::sleep(pause).await;
                     }
                 }
+                st.writer.set_cached_tokens(e.cached_tokens);
                 st.writer.token(
                     &mut out,
                     e.index,
