@@ -43,6 +43,10 @@ pub struct HarnessRow {
     pub task_e2e_at: Option<String>,
     /// Share of tasks that completed without a failed call, over all runs.
     pub task_success_fraction: Option<f64>,
+    /// The reuse the harness offered (an ideal prefix cache over what was
+    /// sent) against what the server realized, over the card's runs.
+    #[serde(default)]
+    pub reuse: Option<super::reuse::CardReuse>,
 }
 
 /// Whether a card's workload is an agent loop (a harness).
@@ -159,6 +163,7 @@ fn row(card: &Card) -> HarnessRow {
             .and_then(|(r, _)| r.task_e2e_ms.as_ref().map(|s| [s.p50, s.p90])),
         task_e2e_at: lightest.map(|(_, at)| at),
         task_success_fraction: (done + failed > 0).then(|| done as f64 / (done + failed) as f64),
+        reuse: card.reuse.clone(),
     }
 }
 
@@ -227,7 +232,13 @@ mod tests {
     fn the_summary_sets_them_side_by_side() {
         let report: CapacityReport =
             serde_json::from_str(include_str!("../../tests/data/results-fixture.json")).unwrap();
-        let cards = two_harnesses((2.0, [1.8, 2.2]), (1.0, [0.9, 1.1]));
+        let mut cards = two_harnesses((2.0, [1.8, 2.2]), (1.0, [0.9, 1.1]));
+        cards[0].reuse = Some(crate::analyze::reuse::CardReuse {
+            potential: Some(0.8),
+            realized_server: Some(0.75),
+            server_source: Some("vLLM counters".into()),
+            ..Default::default()
+        });
         let report = CapacityReport {
             harnesses: compare(&cards),
             cards,
@@ -246,6 +257,14 @@ mod tests {
         );
         assert!(section.contains("| `harness-b` |"), "{section}");
         assert!(section.contains("calls/s"), "{section}");
+        assert!(
+            section.contains("| not measured |"),
+            "no reuse figure reads as such: {section}"
+        );
+        assert!(
+            section.contains("| 80% / 75% (vLLM counters) |"),
+            "{section}"
+        );
     }
 
     #[test]
