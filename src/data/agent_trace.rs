@@ -790,4 +790,42 @@ mod tests {
         // In start order: [1,2] none, [1] at 5 ms: 16 of 20, [1,9,2]: 16.
         assert!((trace.reuse_potential() - 32.0 / 110.0).abs() < 1e-12);
     }
+
+    #[test]
+    fn agent_trace_harnesses_differ_in_reuse() {
+        let a = parse_agent_trace(
+            include_str!("../../experiments/data/harness-a.json"),
+            "harness-a.json",
+        )
+        .unwrap();
+        let b = parse_agent_trace(
+            include_str!("../../experiments/data/harness-b.jsonl"),
+            "harness-b.jsonl",
+        )
+        .unwrap();
+        assert_eq!(a.format, AgentTraceFormat::CodingAgent);
+        assert_eq!(b.format, AgentTraceFormat::TraceLab);
+        assert_eq!((a.sessions.len(), b.sessions.len()), (16, 16));
+        // The same tasks, the same calls and call graph.
+        for (x, y) in a.sessions.iter().zip(&b.sessions) {
+            assert_eq!(x.id, y.id);
+            let (sa, sb) = (x.start_ms, y.start_ms - 1_772_362_800_000.0);
+            assert!((sa - sb).abs() < 2.0, "{sa} {sb}");
+            let graph = |s: &TraceSession| -> Vec<_> {
+                s.calls
+                    .iter()
+                    .map(|c| (c.parent, c.output_tokens))
+                    .collect()
+            };
+            assert_eq!(graph(x), graph(y), "{}", x.id);
+        }
+        let fan_outs = a
+            .sessions
+            .iter()
+            .filter(|s| (0..s.calls.len() as u32).any(|i| s.children(i).count() > 1))
+            .count();
+        assert!(fan_outs >= 3, "{fan_outs}");
+        let (ra, rb) = (a.reuse_potential(), b.reuse_potential());
+        assert!(ra >= rb + 0.3, "harness-a {ra}, harness-b {rb}");
+    }
 }
