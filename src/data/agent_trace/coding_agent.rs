@@ -31,12 +31,14 @@
 //! The gap is from the parent's end (its start plus `api_time`) where
 //! recorded, else from its start (an upper bound including its answer).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::{AgentTrace, AgentTraceFormat, BlockOrigin, CallKind, TraceCall, TraceSession};
 
 /// A call lane: the main loop, a nested sub-agent, or the flat sub-agent calls.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Lane {
     Main,
     Nested(usize),
@@ -155,20 +157,21 @@ pub(super) fn read(text: &str) -> Result<AgentTrace, (usize, String)> {
         entries.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         let first_s = entries[0].t_s;
         let mut calls: Vec<TraceCall> = Vec::with_capacity(entries.len());
-        let mut lanes: Vec<Lane> = Vec::with_capacity(entries.len());
+        // Each lane's last call, and the main calls' starts (in order), so
+        // that a long trace is read in O(n log n).
+        let mut last: HashMap<Lane, usize> = HashMap::new();
+        let mut main_calls: Vec<usize> = Vec::new();
         for e in &entries {
             let start_ms = (e.t_s - first_s) * 1000.0;
-            let last_of_lane = (0..calls.len()).rev().find(|&k| lanes[k] == e.lane);
-            let parent = match last_of_lane {
+            let parent = match last.get(&e.lane).copied() {
                 Some(k) if (calls[k].start_ms - start_ms).abs() < 1e-6 => calls[k].parent,
                 Some(k) => Some(k as u32),
                 None if e.lane == Lane::Main => None,
                 None => {
                     let spawn_ms = (e.spawn_s - first_s) * 1000.0;
-                    (0..calls.len())
-                        .rev()
-                        .find(|&k| lanes[k] == Lane::Main && calls[k].start_ms <= spawn_ms + 1e-6)
-                        .map(|k| k as u32)
+                    let before =
+                        main_calls.partition_point(|&k| calls[k].start_ms <= spawn_ms + 1e-6);
+                    before.checked_sub(1).map(|i| main_calls[i] as u32)
                 }
             };
             let gap_ms = match parent {
@@ -195,7 +198,10 @@ pub(super) fn read(text: &str) -> Result<AgentTrace, (usize, String)> {
                 cached_tokens: None,
                 hash_ids: e.hash_ids.clone(),
             });
-            lanes.push(e.lane);
+            last.insert(e.lane, calls.len() - 1);
+            if e.lane == Lane::Main {
+                main_calls.push(calls.len() - 1);
+            }
         }
         sessions.push(TraceSession {
             id,
