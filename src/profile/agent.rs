@@ -37,8 +37,11 @@
 //!   [`super::arrivals_of_files`] (each file its own time line).
 //! - **Reuse potential**: the share of prompt tokens an unlimited prefix
 //!   cache would have served, every call in start order on the trace's
-//!   clock ([`super::reuse::prefix_reuse`]); its shared-prefix figures
-//!   (sessions' first calls) give `shared-prefix` as for other logs.
+//!   clock ([`ideal_cache_hit_fraction`], the hit fraction of
+//!   [`super::reuse::prefix_reuse`] by binary search on chained blocks);
+//!   the shared-prefix figures of the sessions' first calls (a block shared
+//!   when two sessions' first prompts sent it) give `shared-prefix` as for
+//!   other logs.
 //! - **Task E2E**: a session's first start to its last call's end when
 //!   every call of the trace records its end, else to its last call's start
 //!   (a lower bound, which the profile says).
@@ -373,7 +376,12 @@ pub fn fit_agent(traces: &[&AgentTrace]) -> (AgentProfile, AgentSamples, Vec<Str
         })
         .map(|(f, k)| prompt(f, k, 0))
         .collect();
-    let reuse = reuse::prefix_reuse(&first, &all);
+    // Shared prefixes are judged among the sessions' first prompts (what
+    // `shared-prefix` models); the reuse potential over every call.
+    let reuse = reuse::prefix_reuse(&first, &first).map(|mut r| {
+        r.hit_fraction = ideal_cache_hit_fraction(&all);
+        r
+    });
 
     let block_origin = traces
         .iter()
@@ -481,6 +489,29 @@ fn agent_notes(p: &AgentProfile) -> Vec<String> {
         }
     }
     notes
+}
+
+/// The share of prompt tokens an unlimited prefix cache would serve,
+/// prompts in the order given (those without blocks left out): what
+/// [`reuse::prefix_reuse`] gives as `hit_fraction`, in far fewer lookups.
+/// Blocks are chained, so the blocks of a prompt already sent form a
+/// leading run (block `j` sent means some earlier prompt had blocks
+/// `0..=j`): the run is found by binary search, and only the blocks after
+/// it, new by the same argument, are inserted.
+pub fn ideal_cache_hit_fraction(prompts: &[BlockedPrompt]) -> f64 {
+    let mut sent: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let (mut hit_tokens, mut total_tokens) = (0.0, 0.0);
+    for prompt in prompts.iter().filter(|p| !p.blocks.is_empty()) {
+        total_tokens += f64::from(prompt.input_tokens);
+        let hits = prompt.blocks.partition_point(|b| sent.contains(b));
+        sent.extend(&prompt.blocks[hits..]);
+        hit_tokens += (hits as f64 * prompt.tokens_per_block).min(f64::from(prompt.input_tokens));
+    }
+    if total_tokens > 0.0 {
+        hit_tokens / total_tokens
+    } else {
+        0.0
+    }
 }
 
 /// The `q` quantile of sorted values (nearest rank).
@@ -819,6 +850,62 @@ mod tests {
         ] {
             assert!(!json["agent"][key].is_null(), "agent.{key}");
         }
+    }
+
+    #[test]
+    fn profile_agent_reuse_potential_is_the_ideal_cache_of_prefix_reuse() {
+        let trace = generate(150, 3);
+        let names: Vec<String> = trace.sessions.iter().map(|s| s.id.clone()).collect();
+        let mut order: Vec<(f64, usize, usize)> = Vec::new();
+        for (k, session) in trace.sessions.iter().enumerate() {
+            for (i, call) in session.calls.iter().enumerate() {
+                order.push((session.start_ms + call.start_ms, k, i));
+            }
+        }
+        order.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let all: Vec<BlockedPrompt> = order
+            .iter()
+            .map(|&(_, k, i)| {
+                let call = &trace.sessions[k].calls[i];
+                BlockedPrompt {
+                    session: &names[k],
+                    blocks: &call.hash_ids,
+                    tokens_per_block: f64::from(BLOCK),
+                    input_tokens: call.input_tokens,
+                }
+            })
+            .collect();
+        let slow = reuse::prefix_reuse(&all, &all).unwrap().hit_fraction;
+        let fast = ideal_cache_hit_fraction(&all);
+        assert!((slow - fast).abs() < 1e-12, "{slow} vs {fast}");
+        let (p, _, _) = fit_agent(&[&trace]);
+        assert!((p.reuse.unwrap().hit_fraction - fast).abs() < 1e-12);
+    }
+
+    #[test]
+    fn profile_agent_of_single_calls_still_writes_a_valid_file() {
+        // Sessions of one call each: no step waits on another, nothing grows.
+        let sessions = (0..5)
+            .map(|k| TraceSession {
+                id: format!("{k}"),
+                start_ms: f64::from(k) * 1000.0 + f64::from(k * k) * 10.0,
+                calls: vec![call(None, 0.0, 100 + k as u32)],
+            })
+            .collect();
+        let trace = AgentTrace {
+            format: AgentTraceFormat::Bailian,
+            block_tokens: 16,
+            block_origin: BlockOrigin::Recorded,
+            sessions,
+            skipped: Vec::new(),
+        };
+        let (profile, _) = profile_traces(&[("one.jsonl".to_string(), trace)]);
+        let text = super::super::kdl::experiment(&profile, "single");
+        crate::config::parse(&text, std::path::Path::new("x.kdl"))
+            .unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        assert!(text.contains("steps fixed 1"), "{text}");
+        assert!(text.contains("PLACEHOLDER: no call waits"), "{text}");
+        assert!(!text.contains("task-e2e"), "{text}");
     }
 
     /// `cargo test --lib profile_agent_100k -- --ignored --nocapture`

@@ -23,6 +23,9 @@ use super::{Profile, SHARED_PREFIX_MIN_FRACTION, SourceFormat};
 enum Unit {
     Tokens,
     Seconds,
+    /// Steps or calls: whole values, but a law's parameters keep three
+    /// significant figures (a mean of 5.43 steps is not 5).
+    Count,
 }
 
 /// The experiment file for `profile`, named `name` (a KDL string).
@@ -328,12 +331,12 @@ fn agent_block(out: &mut String, agent: &AgentProfile) {
         group(agent.calls)
     );
     match &agent.steps {
-        Some(fit) => line(out, "        ", "steps", &whole_turns(fit), Unit::Tokens),
+        Some(fit) => line(out, "        ", "steps", &whole_turns(fit), Unit::Count),
         None => out
             .push_str("        steps fixed 1                       // PLACEHOLDER: no sessions\n"),
     }
     match &agent.fan_out {
-        Some(fit) => line(out, "        ", "fan-out", &whole_turns(fit), Unit::Tokens),
+        Some(fit) => line(out, "        ", "fan-out", &whole_turns(fit), Unit::Count),
         None => {
             out.push_str("        fan-out fixed 1                     // PLACEHOLDER: no steps\n")
         }
@@ -424,7 +427,7 @@ fn ceil_2_sig(v: f64) -> f64 {
 /// One fitted distribution line with its comment.
 fn line(out: &mut String, indent: &str, node: &str, fit: &LengthFit, unit: Unit) {
     let (min, max) = match unit {
-        Unit::Tokens => (fit.min.floor().max(1.0), fit.max.ceil()),
+        Unit::Tokens | Unit::Count => (fit.min.floor().max(1.0), fit.max.ceil()),
         Unit::Seconds => (fit.min, fit.max),
     };
     let clamps = format!("min={} max={}", value(min, unit), value(max, unit));
@@ -541,6 +544,7 @@ fn merge_points(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 fn value(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Tokens => format!("{}", v.round().max(if v > 0.0 { 1.0 } else { 0.0 })),
+        Unit::Count => num(v),
         Unit::Seconds => format!("\"{}\"", duration(v)),
     }
 }
@@ -548,8 +552,8 @@ fn value(v: f64, unit: Unit) -> String {
 /// A value for a comment.
 fn shown(v: f64, unit: Unit) -> String {
     match unit {
-        Unit::Tokens if v < 100.0 => crate::format::significant(v),
-        Unit::Tokens => group(v.round() as usize),
+        Unit::Tokens | Unit::Count if v < 100.0 => crate::format::significant(v),
+        Unit::Tokens | Unit::Count => group(v.round() as usize),
         Unit::Seconds => crate::format::ms(v * 1000.0),
     }
 }
