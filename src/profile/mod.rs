@@ -10,6 +10,11 @@
 //! as a markdown report with charts. Reading files is the caller's job
 //! ([`load`], at the edge).
 //!
+//! Agent traces ([`crate::data::agent_trace`], detected before any log
+//! format) are profiled by [`agent`] instead: the agent loop (steps,
+//! fan-out, tool time, context growth, task E2E) beside the request-level
+//! figures, written as an `agent` workload.
+//!
 //! # Sessions
 //!
 //! When requests carry a session (or conversation) id and some session has
