@@ -692,6 +692,14 @@ pub fn profile(command: &ProfileCommand, out: &mut dyn Write) -> Outcome {
     };
     // On screen whatever goes to stdout: a misread unit scales every rate.
     for source in &output.profile.sources {
+        if let profile::SourceFormat::Agent(format) = source.format {
+            eprintln!(
+                "agent trace: {}: {} ({} calls)",
+                source.path,
+                format.label(),
+                source.requests
+            );
+        }
         if let Some(times) = source.times_statement() {
             eprintln!("times: {}: {times}", source.path);
         }

@@ -10,6 +10,11 @@
 //! as a markdown report with charts. Reading files is the caller's job
 //! ([`load`], at the edge).
 //!
+//! Agent traces ([`crate::data::agent_trace`], detected before any log
+//! format) are profiled by [`agent`] instead: the agent loop (steps,
+//! fan-out, tool time, context growth, task E2E) beside the request-level
+//! figures, written as an `agent` workload.
+//!
 //! # Sessions
 //!
 //! When requests carry a session (or conversation) id and some session has
@@ -26,6 +31,7 @@
 //!   (the gap between requests when the log has no latency, which then
 //!   includes the answer's time — the profile says so).
 
+pub mod agent;
 pub mod fit;
 pub mod kdl;
 pub mod load;
@@ -39,6 +45,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::config::DistKind;
+use crate::data::agent_trace::AgentTraceFormat;
+use agent::{AgentProfile, AgentSamples};
 use fit::{ArrivalFit, LengthFit};
 use read::{Log, LogFormat};
 use reuse::{BlockedPrompt, PrefixReuse};
@@ -51,14 +59,32 @@ pub const SCHEMA: &str = "capcard/profile/v1";
 /// gives every request one) would overstate reuse, so it is not declared.
 pub const SHARED_PREFIX_MIN_FRACTION: f64 = 0.5;
 
+/// The format of a source: a request log's, or an agent trace's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum SourceFormat {
+    Log(LogFormat),
+    Agent(AgentTraceFormat),
+}
+
+impl SourceFormat {
+    pub fn label(self) -> &'static str {
+        match self {
+            SourceFormat::Log(f) => f.label(),
+            SourceFormat::Agent(f) => f.label(),
+        }
+    }
+}
+
 /// What was read from one log file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
     pub path: String,
-    pub format: LogFormat,
+    pub format: SourceFormat,
+    /// Requests (calls, for an agent trace).
     pub requests: usize,
     /// `(count, why)` of records left out.
-    pub skipped: Vec<(usize, &'static str)>,
+    pub skipped: Vec<(usize, String)>,
     /// How its time fields were read.
     pub times: Vec<TimeField>,
 }
@@ -102,6 +128,8 @@ pub struct Profile {
     /// Where the prefix blocks came from.
     pub prefix_source: Option<&'static str>,
     pub sessions: Option<Sessions>,
+    /// The agent loop, when the input is agent traces.
+    pub agent: Option<AgentProfile>,
     /// Why a quantity is missing, and other caveats, in words.
     pub notes: Vec<String>,
 }
@@ -115,6 +143,8 @@ pub struct Samples {
     pub think_time_s: Vec<f64>,
     /// Task arrival times (seconds), one list per log file.
     pub arrivals_s: Vec<Vec<f64>>,
+    /// The agent loop's samples, for agent traces.
+    pub agent: Option<AgentSamples>,
 }
 
 /// Pool the logs and fit every quantity the language has.
@@ -278,9 +308,13 @@ pub fn profile(logs: &[Log]) -> (Profile, Samples) {
             .iter()
             .map(|l| Source {
                 path: l.origin.clone(),
-                format: l.format,
+                format: SourceFormat::Log(l.format),
                 requests: l.records.len(),
-                skipped: l.skipped.clone(),
+                skipped: l
+                    .skipped
+                    .iter()
+                    .map(|(n, why)| (*n, (*why).to_string()))
+                    .collect(),
                 times: l.times.clone(),
             })
             .collect(),
@@ -291,6 +325,7 @@ pub fn profile(logs: &[Log]) -> (Profile, Samples) {
         prefix,
         prefix_source,
         sessions: sessions_out,
+        agent: None,
         notes,
     };
     (profile, samples)
@@ -360,7 +395,9 @@ pub fn arrivals_of_files(files: &[Vec<f64>]) -> Option<ArrivalFit> {
 impl Profile {
     /// What an open-loop arrival is in this profile.
     pub fn arrival_unit(&self) -> &'static str {
-        if self.sessions.is_some() {
+        if self.agent.is_some() {
+            "agent tasks"
+        } else if self.sessions.is_some() {
             "conversations"
         } else {
             "requests"
@@ -418,10 +455,66 @@ impl Profile {
                 "think_time": s.think_time.as_ref().map(length_json),
                 "think_time_excludes_answer": s.think_time_excludes_answer,
             })),
+            "agent": self.agent.as_ref().map(agent_json),
             "notes": self.notes,
             "warnings": self.warnings(),
         })
     }
+}
+
+/// The agent loop in JSON: every fitted figure as a length (seconds for
+/// times, tokens or counts otherwise) with how it was measured.
+fn agent_json(a: &AgentProfile) -> Value {
+    let fit = |f: &Option<LengthFit>| f.as_ref().map(length_json);
+    json!({
+        "format": a.format,
+        "sessions": a.sessions,
+        "calls": a.calls,
+        "calls_per_task": fit(&a.calls_per_task),
+        "steps": fit(&a.steps),
+        "fan_out": fit(&a.fan_out),
+        "tool_time": {
+            "fit": fit(&a.tool_time.fit),
+            "unit": "s",
+            "n": a.tool_time.n,
+            "cap_s": a.tool_time.cap_s,
+            "cap_quantile": agent::TOOL_TIME_CAP_QUANTILE,
+            "capped": a.tool_time.capped,
+            "from_tool_ms": a.tool_time.from_tool_ms,
+            "from_gap": a.tool_time.from_gap,
+            "gap_includes_answer": a.tool_time.gap_includes_answer,
+        },
+        "context_growth": {
+            "fit": fit(&a.context_growth.fit),
+            "from_blocks": a.context_growth.from_blocks,
+            "from_lengths": a.context_growth.from_lengths,
+            "fresh_contexts": a.context_growth.fresh_contexts,
+            "not_longer": a.context_growth.not_longer,
+            "resent_fraction": a.context_growth.resent_fraction,
+        },
+        "initial_context": fit(&a.initial_context),
+        "output_tokens": fit(&a.output_tokens),
+        "reasoning_tokens": fit(&a.reasoning_tokens),
+        "arrival": a.arrival.as_ref().map(|r| json!({
+            "unit": "sessions",
+            "n": r.n,
+            "mean_rps": r.mean_rps,
+            "peak_rps_1m": r.peak_rps_1m,
+            "peak_rps_10s": r.peak_rps_10s,
+            "cv": r.cv,
+            "process": r.process,
+        })),
+        "reuse_potential": a.reuse.as_ref().map(|r| r.hit_fraction),
+        "recorded_cache_fraction": a.recorded_cache_fraction,
+        "task_e2e": {
+            "fit": fit(&a.task_e2e.fit),
+            "unit": "s",
+            "span": a.task_e2e.span,
+            "p90_s": a.task_e2e.p90_s,
+        },
+        "block_origin": a.block_origin,
+        "block_tokens": a.block_tokens,
+    })
 }
 
 /// A fitted length in JSON: the family, its parameters in the language's

@@ -58,6 +58,9 @@ pub struct ReportInput {
     /// any order.
     pub arrivals: Vec<Vec<f64>>,
     pub arrival_fit: Option<ArrivalFit>,
+    /// Sections of worded lines after the lengths (the agent loop), as
+    /// `(heading, lines)`; each line becomes a bullet.
+    pub sections: Vec<(String, Vec<String>)>,
     /// Extra lines for the reader, already worded.
     pub notes: Vec<String>,
     /// The KDL the command wrote (a workload fragment or a whole
@@ -500,6 +503,14 @@ fn markdown(
     }
     for (series, chart, histogram) in sections {
         length_section(&mut md, series, chart, histogram.as_ref());
+    }
+
+    for (heading, lines) in &input.sections {
+        md.push_str(&format!("## {}\n\n", heading.trim()));
+        for line in lines {
+            md.push_str(&format!("- {}\n", line.trim()));
+        }
+        md.push('\n');
     }
 
     md.push_str("## Arrivals\n\n");
@@ -1049,6 +1060,7 @@ mod tests {
             ],
             arrival_fit: fit_arrivals(&arrivals[0]),
             arrivals,
+            sections: vec![],
             notes: vec!["sessions were found in a.jsonl only".to_string()],
             fragment_kdl: Some(
                 "workload \"profiled\" {\n    input-tokens lognormal median=600 sigma=0.6\n}\n"
@@ -1275,6 +1287,7 @@ mod tests {
             ],
             arrivals: vec![vec![], vec![5.0], vec![f64::NAN]],
             arrival_fit: None,
+            sections: vec![],
             notes: vec![],
             fragment_kdl: None,
         };
@@ -1297,6 +1310,7 @@ mod tests {
             lengths: vec![],
             arrivals: vec![],
             arrival_fit: None,
+            sections: vec![],
             notes: vec![],
             fragment_kdl: None,
         });

@@ -588,3 +588,124 @@ fn every_form_of_time_is_read_in_its_unit_by_a_stated_rule() {
     assert_eq!(latency["role"], "latency", "{latency}");
     assert_eq!(latency["unit"], "ms", "{latency}");
 }
+
+/// A Bailian agent trace: `sessions` tasks of 3-6 steps, each step 1-2
+/// calls waiting on the previous step's first call (siblings share a
+/// parent), 2-6 s after it started; prompts grow 300-700 tokens a step
+/// and re-send their parent's blocks; sessions arrive as a Poisson
+/// process at 0.2/s.
+fn bailian_trace(sessions: usize, seed: u64) -> String {
+    use rand::RngExt;
+    let mut rng = Rng::seed_from_u64(seed);
+    let gaps: Exp<f64> = Exp::new(0.2).unwrap();
+    let mut lines = String::new();
+    let mut t = 1000.0;
+    let mut chat_id = 0i64;
+    for k in 0..sessions {
+        t += gaps.sample(&mut rng);
+        let steps: u32 = rng.random_range(3..=6);
+        let mut context: u64 = 2000 + rng.random_range(0..1000u64);
+        let (mut parent, mut start) = (-1i64, t);
+        for step in 0..steps {
+            let fan: u32 = if step == 0 {
+                1
+            } else {
+                rng.random_range(1..=2)
+            };
+            let mut first = -1;
+            for _ in 0..fan {
+                chat_id += 1;
+                if first < 0 {
+                    first = chat_id;
+                }
+                // System prompt blocks 1..=64 shared; the rest the session's own.
+                let blocks: Vec<u64> = (0..context.div_ceil(16))
+                    .map(|j| {
+                        if j < 64 {
+                            j + 1
+                        } else {
+                            (k as u64 + 1) * 1_000_000 + j
+                        }
+                    })
+                    .collect();
+                let record = json!({
+                    "chat_id": chat_id,
+                    "parent_chat_id": parent,
+                    "timestamp": start,
+                    "input_length": context,
+                    "output_length": rng.random_range(50..300u32),
+                    "type": "text",
+                    "turn": step + 1,
+                    "hash_ids": blocks,
+                });
+                lines.push_str(&record.to_string());
+                lines.push('\n');
+            }
+            parent = first;
+            start += rng.random_range(2.0..6.0);
+            context += rng.random_range(300..=700u64);
+        }
+    }
+    lines
+}
+
+#[test]
+fn profile_agent_trace_is_an_agent_workload_check_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bailian.jsonl");
+    std::fs::write(&trace, bailian_trace(200, 36)).unwrap();
+    let kdl = dir.path().join("agent.kdl");
+    let report = dir.path().join("report");
+    let (json, stderr) = profile_json_and_stderr(
+        &trace,
+        &[
+            "--out",
+            kdl.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        stderr.contains("agent trace: ") && stderr.contains("Alibaba Bailian trace"),
+        "{stderr}"
+    );
+    assert_eq!(json["schema"], "capcard/profile/v1");
+    assert_eq!(json["sources"][0]["format"], "bailian");
+    let agent = &json["agent"];
+    assert_eq!(agent["format"], "bailian");
+    assert_eq!(agent["sessions"], 200);
+    assert_eq!(agent["block_origin"], "recorded");
+    let steps = agent["steps"]["mean"].as_f64().unwrap();
+    assert!(within(steps, 4.5, 0.1), "steps {steps}");
+    // The first step is one call, later ones 1-2: 1 + 3.5 x 1.5 calls over 4.5 steps.
+    let fan = agent["fan_out"]["mean"].as_f64().unwrap();
+    assert!(within(fan, (1.0 + 3.5 * 1.5) / 4.5, 0.1), "fan-out {fan}");
+    // No ends recorded: the gap runs from the parent's start (2-6 s).
+    let tool = agent["tool_time"]["fit"]["p50"].as_f64().unwrap();
+    assert!(within(tool, 4.0, 0.1), "tool time {tool}");
+    assert!(agent["tool_time"]["gap_includes_answer"].as_u64().unwrap() > 0);
+    let growth = agent["context_growth"]["fit"]["mean"].as_f64().unwrap();
+    assert!(within(growth, 500.0, 0.1), "growth {growth}");
+    assert_eq!(agent["task_e2e"]["span"], "first-start-to-last-start");
+    assert!(agent["reuse_potential"].as_f64().unwrap() > 0.5);
+    assert!(agent["reasoning_tokens"].is_null());
+
+    let text = std::fs::read_to_string(&kdl).unwrap();
+    for needle in [
+        "agent {",
+        "steps ",
+        "fan-out ",
+        "tool-time ",
+        "context-growth ",
+        "task-e2e p90=",
+        "shared-prefix tokens=1024",
+        "// sessions \"",
+    ] {
+        assert!(text.contains(needle), "missing `{needle}`:\n{text}");
+    }
+    assert!(!text.contains("reasoning-tokens"), "{text}");
+    capcard().arg("check").arg(&kdl).assert().success();
+    let markdown = std::fs::read_to_string(report.join("profile.md")).unwrap();
+    assert!(markdown.contains("## Agent loop"), "{markdown}");
+    assert!(markdown.contains("Fan-out (calls per step)"));
+}
