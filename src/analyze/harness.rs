@@ -167,15 +167,16 @@ fn row(card: &Card) -> HarnessRow {
     }
 }
 
+/// Cards for tests here and in the report's.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
     use crate::analyze::CapacityReport;
     use crate::config::{Agent, Dist};
 
     /// Two agent cards on one target from the fixture's first card, with
     /// Cr_open `a` and `b` (estimate, range) for `interactive`.
-    fn two_harnesses(a: (f64, [f64; 2]), b: (f64, [f64; 2])) -> Vec<Card> {
+    pub(crate) fn two_harnesses(a: (f64, [f64; 2]), b: (f64, [f64; 2])) -> Vec<Card> {
         let report: CapacityReport =
             serde_json::from_str(include_str!("../../tests/data/results-fixture.json"))
                 .expect("the fixture reads");
@@ -200,6 +201,12 @@ mod tests {
         };
         vec![with("harness-a", a), with("harness-b", b)]
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::two_harnesses;
+    use super::*;
 
     #[test]
     fn harnesses_apart_and_within_noise() {
@@ -225,45 +232,6 @@ mod tests {
         assert!(
             best.within_noise,
             "the runner-up's range reaches the best's"
-        );
-    }
-
-    #[test]
-    fn the_summary_sets_them_side_by_side() {
-        let report: CapacityReport =
-            serde_json::from_str(include_str!("../../tests/data/results-fixture.json")).unwrap();
-        let mut cards = two_harnesses((2.0, [1.8, 2.2]), (1.0, [0.9, 1.1]));
-        cards[0].reuse = Some(crate::analyze::reuse::CardReuse {
-            potential: Some(0.8),
-            realized_server: Some(0.75),
-            server_source: Some("vLLM counters".into()),
-            ..Default::default()
-        });
-        let report = CapacityReport {
-            harnesses: compare(&cards),
-            cards,
-            ..report
-        };
-        let summary = crate::report::render_summary(&report, &crate::report::Templates::builtin())
-            .expect("renders")
-            .expect("two cards have a summary");
-        let section = summary
-            .split_once("## Harnesses compared")
-            .expect("the section")
-            .1;
-        assert!(
-            section.contains("**`interactive`: `harness-a` serves the most tasks**, 2.00 tasks/s; `harness-b` gives 1.00 tasks/s, and their ranges do not meet"),
-            "{section}"
-        );
-        assert!(section.contains("| `harness-b` |"), "{section}");
-        assert!(section.contains("calls/s"), "{section}");
-        assert!(
-            section.contains("| not measured |"),
-            "no reuse figure reads as such: {section}"
-        );
-        assert!(
-            section.contains("| 80% / 75% (vLLM counters) |"),
-            "{section}"
         );
     }
 

@@ -351,4 +351,44 @@ mod tests {
         assert!(t.env.get_template(CARD_TEMPLATE_NAME).is_ok());
         assert!(t.env.get_template(SUMMARY_TEMPLATE_NAME).is_ok());
     }
+
+    #[test]
+    fn the_summary_sets_harnesses_side_by_side() {
+        use crate::analyze::{CapacityReport, harness};
+        let report: CapacityReport =
+            serde_json::from_str(include_str!("../../tests/data/results-fixture.json")).unwrap();
+        let mut cards = harness::fixtures::two_harnesses((2.0, [1.8, 2.2]), (1.0, [0.9, 1.1]));
+        cards[0].reuse = Some(crate::analyze::reuse::CardReuse {
+            potential: Some(0.8),
+            realized_server: Some(0.75),
+            server_source: Some("vLLM counters".into()),
+            ..Default::default()
+        });
+        let report = CapacityReport {
+            harnesses: harness::compare(&cards),
+            cards,
+            ..report
+        };
+        let summary = render_summary(&report, &Templates::builtin())
+            .expect("renders")
+            .expect("two cards have a summary");
+        let section = summary
+            .split_once("## Harnesses compared")
+            .expect("the section")
+            .1;
+        assert!(
+            section.contains("**`interactive`: `harness-a` serves the most tasks**, 2.00 tasks/s; `harness-b` gives 1.00 tasks/s, and their ranges do not meet"),
+            "{section}"
+        );
+        assert!(section.contains("| `harness-b` |"), "{section}");
+        assert!(section.contains("calls/s"), "{section}");
+        assert!(
+            section.contains("| not measured |"),
+            "no reuse figure reads as such: {section}"
+        );
+        assert!(
+            section.contains("| 80% / 75% (vLLM counters) |"),
+            "{section}"
+        );
+    }
 }
