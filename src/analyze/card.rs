@@ -93,6 +93,7 @@ pub fn build_mix_card(
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }),
         slos: experiment
             .slos
@@ -941,6 +942,7 @@ mod tests {
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }
     }
 
