@@ -19,6 +19,7 @@ mod mix;
 mod mmc;
 mod profile;
 mod report;
+mod sessions;
 mod settings;
 mod shards;
 mod sim;
