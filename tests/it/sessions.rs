@@ -61,6 +61,8 @@ open {
     let card = std::fs::read_to_string(out.join("tiny--harness-a.md")).unwrap();
     assert!(card.contains("rates in tasks/s"), "{card}");
     assert!(card.contains("calls/s"), "{card}");
+    // Closed loop counts sessions; the card also gives their calls in flight.
+    assert!(card.contains("| concurrency | calls in flight |"), "{card}");
     // Every closed-loop task is one session of 4 calls (a root and three
     // turns), all of which the journal records under the task.
     let journal =
