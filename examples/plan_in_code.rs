@@ -37,6 +37,7 @@ fn main() -> miette::Result<()> {
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }],
         slos: vec![Slo {
             name: "interactive".into(),

@@ -93,6 +93,7 @@ pub fn build_mix_card(
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }),
         slos: experiment
             .slos
@@ -957,6 +958,7 @@ mod tests {
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }
     }
 

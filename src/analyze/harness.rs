@@ -49,9 +49,10 @@ pub struct HarnessRow {
     pub reuse: Option<super::reuse::CardReuse>,
 }
 
-/// Whether a card's workload is an agent loop (a harness).
+/// Whether a card's workload is an agent loop (a harness): an `agent`
+/// loop or recorded `sessions`.
 fn is_agent_loop(card: &Card) -> bool {
-    card.workload_profile.agent.is_some()
+    card.workload_profile.unit() == crate::config::ArrivalUnit::AgentTask
 }
 
 /// Every target with at least two agent workloads, in card order.

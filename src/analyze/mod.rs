@@ -127,6 +127,11 @@ pub struct RunSummary {
     /// Multi-call workloads: tasks / (tasks + tasks_failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_success_fraction: Option<f64>,
+    /// Multi-call workloads: mean calls in flight over the window (the sum
+    /// of the calls' time in flight within it / its length); in closed loop
+    /// the concurrency counts tasks, this counts their calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_in_flight_mean: Option<f64>,
     /// Length of the measured window, seconds.
     pub window_s: f64,
     /// The window's start was moved this far past the planned warmup,

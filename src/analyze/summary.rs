@@ -303,6 +303,8 @@ pub struct RunAccumulator<'a> {
     tasks_completed: u64,
     /// Measured tasks with a failed call.
     tasks_failed: u64,
+    /// Sum of the calls' time in flight within the window, ms.
+    busy_ms: f64,
     /// Arrivals (first calls) scheduled in the window, from the records:
     /// `offered` when the footer's count does not apply.
     arrivals: u64,
@@ -364,6 +366,7 @@ impl<'a> RunAccumulator<'a> {
             has_tasks: false,
             task_e2e: StatsAccumulator::default(),
             tasks_completed: 0,
+            busy_ms: 0.0,
             tasks_failed: 0,
             arrivals: 0,
             own_arrivals: false,
@@ -395,6 +398,10 @@ impl<'a> RunAccumulator<'a> {
     }
 
     pub fn request(&mut self, r: &RequestRecord) {
+        let overlap = r.completed_ms.min(self.window.to_ms) - r.sent_ms.max(self.window.from_ms);
+        if overlap > 0.0 {
+            self.busy_ms += overlap;
+        }
         if r.is_ok() && self.window.completed(r.completed_ms) {
             self.completed_ok += 1;
             self.output_tokens += f64::from(r.output_tokens);
@@ -622,6 +629,8 @@ impl<'a> RunAccumulator<'a> {
             tasks,
             tasks_failed: if self.has_tasks { tasks_failed } else { 0 },
             task_success_fraction,
+            calls_in_flight_mean: (self.has_tasks && window_s > 0.0)
+                .then(|| self.busy_ms / 1000.0 / window_s),
             window_s,
             warmup_extended_s: window.moved.then(|| window.moved_by_ms / 1000.0),
             requests_per_s: per_s(self.completed_ok as f64),

@@ -145,6 +145,42 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
         }
         spec.data = Some(Arc::new(data));
     }
+    for workload in &mut experiment.workloads {
+        let Some(spec) = workload.sessions.as_mut() else {
+            continue;
+        };
+        spec.path = base.join(&spec.path);
+        let text = match read(&spec.path) {
+            Ok(text) => text,
+            Err(message) => {
+                problem(
+                    spec.span,
+                    message,
+                    "sessions paths are relative to the experiment file",
+                );
+                continue;
+            }
+        };
+        let origin = spec.path.display().to_string();
+        match crate::data::agent_trace::parse_agent_trace(&text, &origin) {
+            Ok(trace) => {
+                let calls = |f: &dyn Fn(&crate::data::agent_trace::TraceCall) -> u32| {
+                    trace
+                        .sessions
+                        .iter()
+                        .flat_map(|s| &s.calls)
+                        .map(f)
+                        .collect::<Vec<u32>>()
+                };
+                // What the card and plan say of the workload's lengths:
+                // the recorded calls'.
+                workload.input_tokens = measured(&calls(&|c| c.input_tokens));
+                workload.output_tokens = measured(&calls(&|c| c.output_tokens));
+                spec.data = Some(Arc::new(trace));
+            }
+            Err(e) => problem(spec.span, format!("sessions {e}"), SESSIONS_HELP),
+        }
+    }
     for target in &mut experiment.targets {
         let Some(spec) = target.tokenizer.as_mut() else {
             continue;
@@ -194,6 +230,7 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
 }
 
 const DATASET_HELP: &str = "records are JSONL lines of {\"prompt\": ...}, {\"input_tokens\": N}, {\"messages\": [...]} (each with optional \"output_tokens\"), or a ShareGPT JSON array of {\"conversations\": [...]}";
+const SESSIONS_HELP: &str = "sessions are an agent trace: Alibaba Bailian JSONL ({\"chat_id\", \"parent_chat_id\", \"timestamp\": s, \"input_length\", \"output_length\", \"hash_ids\"}), OpenTelemetry GenAI spans, a Weka/SemiAnalysis coding-agent trace or TraceLab rounds";
 const TRACE_HELP: &str = "traces are Mooncake JSONL ({\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}) or BurstGPT CSV (Timestamp, Request tokens, Response tokens)";
 
 fn read(path: &Path) -> Result<String, String> {

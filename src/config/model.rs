@@ -397,6 +397,37 @@ pub struct Workload {
     /// agent's steps then talk as agents do (tool calls and their results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolsSpec>,
+    /// `sessions "path"`: each task is one recorded agent session,
+    /// replayed call by call ([`crate::workload::TaskSpec::Graph`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsSpec>,
+}
+
+/// `sessions "data/harness-a.jsonl" tool-time-max="30s"`: an agent trace
+/// (any format [`crate::data::agent_trace::parse_agent_trace`] reads); task
+/// `i` is session `i mod n`, in the trace's order.
+///
+/// The file is read and parsed when the experiment is loaded from disk
+/// ([`crate::config::load`]); `data` holds the parsed trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionsSpec {
+    /// As resolved against the experiment's directory.
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub span: Span,
+    /// Cap on each recorded gap between a call's parent's answer and the
+    /// call (tool time); `None`: as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_time_max_s: Option<f64>,
+    #[serde(skip)]
+    pub data: Option<Arc<crate::data::agent_trace::AgentTrace>>,
+}
+
+impl SessionsSpec {
+    pub fn tool_time_max(&self) -> Option<std::time::Duration> {
+        self.tool_time_max_s
+            .map(|s| std::time::Duration::from_secs_f64(s.max(0.0)))
+    }
 }
 
 /// `tools "tools.json"`: an OpenAI-style array of tool definitions
@@ -467,12 +498,13 @@ impl Workload {
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         }
     }
 
     /// What one open-loop arrival is: a request, a conversation or an agent task.
     pub fn unit(&self) -> ArrivalUnit {
-        if self.agent.is_some() {
+        if self.agent.is_some() || self.sessions.is_some() {
             ArrivalUnit::AgentTask
         } else if self.conversation.is_some() {
             ArrivalUnit::Conversation

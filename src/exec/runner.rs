@@ -153,6 +153,7 @@ struct Ctx {
 }
 
 /// How one call ended, for its task.
+#[derive(Debug, Clone, Copy)]
 struct CallOutcome {
     ok: bool,
     rejected_for_context: bool,
@@ -214,6 +215,7 @@ impl Ctx {
                 .first()
                 .map(|s| s.calls.iter().collect())
                 .unwrap_or_default(),
+            TaskSpec::Graph { calls } => calls.first().map(|c| &c.call).into_iter().collect(),
         };
         let mut bodies = Vec::with_capacity(calls.len());
         for call in calls {
@@ -464,6 +466,55 @@ impl Ctx {
                     }
                     let wait = step.tool_time_after.max(backoff.take().unwrap_or_default());
                     step_start = Some(step_end + wait);
+                }
+            }
+            TaskSpec::Graph { calls: graph } => {
+                use futures_util::FutureExt;
+                use futures_util::future::{BoxFuture, Shared};
+                // One future per call, each awaiting its parent's answer
+                // (shared by the siblings of a fan-out), then sent through
+                // the same `call` path at parent's answer + gap. A failed
+                // parent still releases its children; a cut one cuts them.
+                let mut done: Vec<Shared<BoxFuture<'_, Option<CallOutcome>>>> =
+                    Vec::with_capacity(graph.len());
+                let mut first_body = first.next();
+                for (k, node) in graph.iter().enumerate() {
+                    let parent = node.parent.and_then(|p| done.get(p as usize).cloned());
+                    let ready = if k == 0 { first_body.take() } else { None };
+                    let this = self;
+                    let fut = async move {
+                        // Rendered before the wait, so the send is on time.
+                        let body = match ready {
+                            Some(body) => body,
+                            None => this.body(&node.call, class).await,
+                        };
+                        let scheduled = match parent {
+                            None => start + node.gap,
+                            Some(parent) => parent.await?.completed + node.gap,
+                        };
+                        this.call((index, class), k as u32, &node.call, body, Some(scheduled))
+                            .await
+                    }
+                    .boxed()
+                    .shared();
+                    done.push(fut);
+                }
+                let outcomes = futures_util::future::join_all(done).await;
+                backoff = None;
+                for (k, outcome) in outcomes.into_iter().enumerate() {
+                    match outcome {
+                        Some(outcome) => {
+                            if k == 0 {
+                                task_start = outcome.scheduled;
+                            }
+                            calls += 1;
+                            failed += u32::from(!outcome.ok);
+                            context_rejected += u32::from(outcome.rejected_for_context);
+                            last_end = last_end.max(outcome.completed);
+                            backoff = backoff.max(outcome.backoff);
+                        }
+                        None => cut = true,
+                    }
                 }
             }
         }

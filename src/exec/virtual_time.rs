@@ -264,6 +264,8 @@ enum Event {
     StepEnd(usize),
     /// A task's next turn or agent step is due (think or tool time over).
     Stage(u64),
+    /// A graph task's call is due (its parent answered and its gap is over).
+    Ready(u64, u32),
     /// The planned end: no task starts after it.
     StopStarting,
     /// Whatever is still in flight is cancelled.
@@ -345,6 +347,8 @@ fn stages(task: &Task) -> Vec<(Duration, Vec<(u32, &CallSpec)>)> {
             .enumerate()
             .map(|(k, t)| (t.think_time_before, vec![(k as u32, &t.call)]))
             .collect(),
+        // Scheduled call by call (`Event::Ready`), not in stages.
+        TaskSpec::Graph { .. } => Vec::new(),
         TaskSpec::Agent { steps } => {
             let mut next = 0u32;
             let mut pause = Duration::ZERO;
@@ -365,6 +369,21 @@ fn stages(task: &Task) -> Vec<(Duration, Vec<(u32, &CallSpec)>)> {
                 })
                 .collect()
         }
+    }
+}
+
+/// A graph task's roots and their start offsets; `None` for other shapes.
+fn graph_roots(task: &Task) -> Option<Vec<(u32, Duration)>> {
+    match &task.spec {
+        TaskSpec::Graph { calls } => Some(
+            calls
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.parent.is_none())
+                .map(|(k, c)| (k as u32, c.gap))
+                .collect(),
+        ),
+        _ => None,
     }
 }
 
@@ -631,6 +650,7 @@ impl<'a> Sim<'a> {
                     }
                     Event::StepEnd(replica) => self.deliver(replica),
                     Event::Stage(task) => self.start_stage(task),
+                    Event::Ready(task, call) => self.start_graph_call(task, call),
                     Event::StopStarting => self.stop(),
                     Event::Drain => {
                         self.abort_all(
@@ -755,7 +775,33 @@ impl<'a> Sim<'a> {
                 closed_slot,
             },
         );
+        if let Some(roots) = graph_roots(&self.tasks[&index].task) {
+            let state = self.tasks.get_mut(&index).expect("just inserted");
+            state.pending = state.task.spec.calls() as u32;
+            if roots.is_empty() {
+                self.end_task(index);
+            }
+            for (call, gap) in roots {
+                self.at(self.now + gap, Event::Ready(index, call));
+            }
+            return;
+        }
         self.start_stage(index);
+    }
+
+    /// Sends call `call` of graph task `index` now.
+    fn start_graph_call(&mut self, index: u64, call: u32) {
+        let Some(state) = self.tasks.get(&index) else {
+            return;
+        };
+        let TaskSpec::Graph { calls } = &state.task.spec else {
+            return;
+        };
+        let Some(node) = calls.get(call as usize) else {
+            return;
+        };
+        let (spec, class) = (node.call.clone(), state.task.class.clone());
+        self.send_call(index, call, spec, class);
     }
 
     /// Sends every call of the task's current stage now.
@@ -779,6 +825,19 @@ impl<'a> Sim<'a> {
             }
         }
         for (call_index, spec) in calls {
+            self.send_call(index, call_index, spec, class.clone());
+        }
+    }
+
+    /// Sends one call of task `index` now.
+    fn send_call(
+        &mut self,
+        index: u64,
+        call_index: u32,
+        spec: CallSpec,
+        class: Option<Arc<crate::workload::TaskClass>>,
+    ) {
+        {
             let model = class
                 .as_ref()
                 .and_then(|c| c.model.as_deref())
@@ -1081,6 +1140,28 @@ impl<'a> Sim<'a> {
         state.context_rejected += u32::from(rejected_for_context);
         state.stage_end = state.stage_end.max(completed);
         state.pending = state.pending.saturating_sub(1);
+        if let TaskSpec::Graph { calls } = &state.task.spec {
+            // Its children leave at its answer + their gap, whether it
+            // failed or not (the load stays as planned).
+            let ready: Vec<(u32, Duration)> = calls
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.parent == Some(call.call))
+                .map(|(k, c)| (k as u32, c.gap))
+                .collect();
+            let (index, left) = (call.task, state.pending);
+            for (child, gap) in ready {
+                self.at(completed.max(self.now) + gap, Event::Ready(index, child));
+            }
+            if left == 0 {
+                if completed > self.now {
+                    self.at(completed, Event::Stage(index));
+                } else {
+                    self.end_task(index);
+                }
+            }
+            return;
+        }
         if state.pending > 0 {
             return;
         }

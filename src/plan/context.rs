@@ -122,6 +122,7 @@ fn task_calls(task: &Task) -> Vec<&CallSpec> {
         TaskSpec::Single(call) => vec![call],
         TaskSpec::Conversation { turns } => turns.iter().map(|t| &t.call).collect(),
         TaskSpec::Agent { steps } => steps.iter().flat_map(|s| &s.calls).collect(),
+        TaskSpec::Graph { calls } => calls.iter().map(|c| &c.call).collect(),
     }
 }
 

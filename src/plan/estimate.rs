@@ -109,6 +109,9 @@ impl WorkloadProfile {
                     .flat_map(|s| &s.calls)
                     .map(|c| u64::from(c.input_tokens))
                     .sum(),
+                TaskSpec::Graph { calls } => {
+                    calls.iter().map(|c| u64::from(c.call.input_tokens)).sum()
+                }
             };
             match &task.spec {
                 TaskSpec::Single(call) => {
@@ -132,6 +135,17 @@ impl WorkloadProfile {
                             .sum::<u64>();
                         pause_s += step.tool_time_after.as_secs_f64();
                     }
+                }
+                TaskSpec::Graph { calls } => {
+                    // The critical path: the deepest chain of calls and
+                    // the gaps along it.
+                    let (depth, pause) = crate::workload::sessions::critical_path(calls);
+                    sequential += depth;
+                    pause_s += pause.as_secs_f64();
+                    output += calls
+                        .iter()
+                        .map(|c| u64::from(c.call.output_tokens))
+                        .sum::<u64>();
                 }
             }
         }

@@ -698,6 +698,32 @@ fn data_lines(card: &CardPlan, experiment: &Experiment) -> Vec<(&'static str, St
             ));
         }
     }
+    if let Some(spec) = experiment
+        .workload(&card.workload)
+        .and_then(|w| w.sessions.as_ref())
+        && let Some(data) = &spec.data
+    {
+        let calls: Vec<&crate::data::agent_trace::TraceCall> =
+            data.sessions.iter().flat_map(|s| &s.calls).collect();
+        let per_session = calls.len() as f64 / data.sessions.len().max(1) as f64;
+        let rate = crate::workload::sessions::session_rate_per_s(data)
+            .map_or_else(|| "one start".to_string(), |r| format!("{r:.3} sessions/s"));
+        let cap = spec.tool_time_max().map_or_else(
+            || "tool time as recorded".to_string(),
+            |max| format!("tool time capped at {:.3} s", max.as_secs_f64()),
+        );
+        lines.push((
+            "sessions",
+            format!(
+                "{} ({}): {} sessions, {per_session:.1} calls per session, recorded at {rate}; {cap}; input tokens {}; output tokens {}",
+                spec.path.display(),
+                data.format.label(),
+                data.sessions.len(),
+                stats(&calls.iter().map(|c| c.input_tokens).collect::<Vec<_>>()),
+                stats(&calls.iter().map(|c| c.output_tokens).collect::<Vec<_>>()),
+            ),
+        ));
+    }
     if let Some(spec) = experiment.open.as_ref().and_then(|o| o.trace.as_ref()) {
         if let Some(data) = &spec.data {
             let inputs: Vec<u32> = data.rows.iter().map(|r| r.input_tokens).collect();

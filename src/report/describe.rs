@@ -368,6 +368,7 @@ mod tests {
             agent: None,
             dataset: None,
             tools: None,
+            sessions: None,
         };
         let lines = profile_lines(&workload);
         let labels: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();

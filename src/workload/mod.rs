@@ -15,6 +15,7 @@ pub mod classes;
 pub use crate::data::dataset;
 pub mod prompt;
 pub mod reuse;
+pub mod sessions;
 pub mod task;
 pub mod tokenize;
 pub mod trace;
@@ -137,6 +138,26 @@ pub enum TaskSpec {
     Agent {
         steps: Vec<AgentStep>,
     },
+    /// A recorded session's call graph, replayed as it ran: each call
+    /// leaves `gap` after its parent's answer (a root: `gap` after the
+    /// task starts); siblings with the same gap leave together. Calls are
+    /// in start order, and a parent is always an earlier call.
+    Graph {
+        calls: Vec<GraphCall>,
+    },
+}
+
+/// One call of a [`TaskSpec::Graph`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphCall {
+    pub call: CallSpec,
+    /// Index (in the task's `calls`) of the call whose answer this one
+    /// waits for; `None`: a root.
+    pub parent: Option<u32>,
+    /// From the parent's answer to this call's send (tool time, already
+    /// capped by the workload's `tool-time-max`); for a root, from the
+    /// task's start.
+    pub gap: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +190,7 @@ impl TaskSpec {
             TaskSpec::Single(_) => 1,
             TaskSpec::Conversation { turns } => turns.len(),
             TaskSpec::Agent { steps } => steps.iter().map(|s| s.calls.len()).sum(),
+            TaskSpec::Graph { calls } => calls.len(),
         }
     }
 
@@ -178,6 +200,7 @@ impl TaskSpec {
             TaskSpec::Single(call) => vec![call],
             TaskSpec::Conversation { turns } => turns.iter_mut().map(|t| &mut t.call).collect(),
             TaskSpec::Agent { steps } => steps.iter_mut().flat_map(|s| &mut s.calls).collect(),
+            TaskSpec::Graph { calls } => calls.iter_mut().map(|c| &mut c.call).collect(),
         }
     }
 
@@ -187,6 +210,17 @@ impl TaskSpec {
             TaskSpec::Single(call) => Some(call),
             TaskSpec::Conversation { turns } => turns.first().map(|t| &t.call),
             TaskSpec::Agent { steps } => steps.first().and_then(|s| s.calls.first()),
+            TaskSpec::Graph { calls } => calls.first().map(|c| &c.call),
+        }
+    }
+
+    /// Every call of the task, in order.
+    pub fn all_calls(&self) -> Vec<&CallSpec> {
+        match self {
+            TaskSpec::Single(call) => vec![call],
+            TaskSpec::Conversation { turns } => turns.iter().map(|t| &t.call).collect(),
+            TaskSpec::Agent { steps } => steps.iter().flat_map(|s| &s.calls).collect(),
+            TaskSpec::Graph { calls } => calls.iter().map(|c| &c.call).collect(),
         }
     }
 }

@@ -124,6 +124,17 @@ impl TaskGenerator {
     }
 
     pub fn task(&self, index: u64) -> Task {
+        if let Some(spec) = &self.workload.sessions
+            && let Some(trace) = &spec.data
+        {
+            return super::sessions::session_task(
+                trace,
+                index,
+                self.seed,
+                self.content_nonce,
+                spec.tool_time_max(),
+            );
+        }
         let task_seed = mix(self.seed, index);
         let mut draw = Draw {
             rng: seeded_rng(task_seed),

@@ -11,6 +11,44 @@ const BLOCK_STREAM: u64 = 0x0042_4C4F_434B; // "BLOCK"
 /// Domain tag of a row's own (unshared) tail.
 const ROW_STREAM: u64 = 0x0052_4F57_5441_494C; // "ROWTAIL"
 
+/// The key stream of a run's blocks: equal hash ids render equal blocks
+/// within a run (`seed`) and content nonce, different ones across them.
+pub(crate) fn block_stream(seed: u64, content_nonce: u64) -> u64 {
+    mix(mix(BLOCK_STREAM, seed), content_nonce)
+}
+
+/// A prompt of `input_tokens` as `hash_ids` blocks of `block_tokens`
+/// (keyed in `block_stream`), the rest unique content keyed by `tail_key`.
+pub(crate) fn block_segments(
+    hash_ids: &[u64],
+    input_tokens: u32,
+    block_tokens: u32,
+    block_stream: u64,
+    tail_key: u64,
+) -> Vec<Segment> {
+    let block_tokens = block_tokens.max(1);
+    let mut segments = Vec::with_capacity(hash_ids.len() + 1);
+    let mut left = input_tokens;
+    for &id in hash_ids {
+        if left == 0 {
+            break;
+        }
+        let tokens = left.min(block_tokens);
+        segments.push(Segment::Unique {
+            key: mix(block_stream, id),
+            tokens,
+        });
+        left -= tokens;
+    }
+    if left > 0 {
+        segments.push(Segment::Unique {
+            key: tail_key,
+            tokens: left,
+        });
+    }
+    segments
+}
+
 impl Trace {
     /// Task `index` = row `index` (modulo the row count, for closed loops
     /// that outlast the trace): one call whose prompt is the row's blocks.
@@ -18,28 +56,14 @@ impl Trace {
     /// nonce, and different ones across runs and invocations, so a replay
     /// reuses what the trace reuses and nothing an earlier replay left cached.
     pub fn task(&self, index: u64, seed: u64, block_tokens: u32, content_nonce: u64) -> Task {
-        let block_stream = mix(mix(BLOCK_STREAM, seed), content_nonce);
         let row = &self.rows[(index % self.rows.len() as u64) as usize];
-        let block_tokens = block_tokens.max(1);
-        let mut segments = Vec::with_capacity(row.hash_ids.len() + 1);
-        let mut left = row.input_tokens;
-        for &id in &row.hash_ids {
-            if left == 0 {
-                break;
-            }
-            let tokens = left.min(block_tokens);
-            segments.push(Segment::Unique {
-                key: mix(block_stream, id),
-                tokens,
-            });
-            left -= tokens;
-        }
-        if left > 0 {
-            segments.push(Segment::Unique {
-                key: mix(mix(mix(seed, content_nonce), ROW_STREAM), index),
-                tokens: left,
-            });
-        }
+        let segments = block_segments(
+            &row.hash_ids,
+            row.input_tokens,
+            block_tokens,
+            block_stream(seed, content_nonce),
+            mix(mix(mix(seed, content_nonce), ROW_STREAM), index),
+        );
         Task {
             index,
             spec: TaskSpec::Single(CallSpec {

@@ -26,7 +26,9 @@ use capcard::exec::{
     RunOptions, TokenSource, execute_run_with, probe_models, read_journal,
 };
 use capcard::plan::{Load, RunPlan};
-use capcard::workload::{AgentStep, CallSpec, Message, Role, Segment, Task, TaskSpec, Turn};
+use capcard::workload::{
+    AgentStep, CallSpec, GraphCall, Message, Role, Segment, Task, TaskSpec, Turn,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Requests built by hand (the workload generator is not needed here).
@@ -42,6 +44,8 @@ enum Shape {
         fan_out: usize,
         tool: Duration,
     },
+    /// A recorded session's graph: `(parent, gap ms)` per call.
+    Graph(&'static [(Option<u32>, u64)]),
 }
 
 struct TestSource {
@@ -100,6 +104,17 @@ impl RequestSource for TestSource {
                     })
                     .collect(),
             },
+            Shape::Graph(nodes) => TaskSpec::Graph {
+                calls: nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(parent, gap_ms))| GraphCall {
+                        call: call(index * 100 + k as u64, out),
+                        parent,
+                        gap: Duration::from_millis(gap_ms),
+                    })
+                    .collect(),
+            },
         };
         Task {
             index,
@@ -108,8 +123,12 @@ impl RequestSource for TestSource {
         }
     }
 
-    fn render(&self, _call: &CallSpec) -> Prompt {
-        self.prompt.clone()
+    fn render(&self, call: &CallSpec) -> Prompt {
+        match (&self.shape, &call.messages[0].segments[0]) {
+            // Each call says which it is, for the server's log.
+            (Shape::Graph(_), Segment::Unique { key, .. }) => Prompt::Text(format!("call {key}")),
+            _ => self.prompt.clone(),
+        }
     }
 }
 
@@ -1103,4 +1122,98 @@ async fn tool_calls_and_several_tokens_an_event_are_measured_as_users_see_them()
         let per_event = summary.tokens_per_event.unwrap();
         assert!((per_event - 10.0 / 3.0).abs() < 1e-9, "{per_event}");
     }
+}
+
+/// root → fan-out of 3 → join (a child of the third sibling) → a child.
+const SESSION: &[(Option<u32>, u64)] = &[
+    (None, 0),
+    (Some(0), 30),
+    (Some(0), 30),
+    (Some(0), 30),
+    (Some(3), 40),
+    (Some(4), 25),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_graph_replays_with_recorded_gaps() {
+    let _serial = SERIAL.lock().await;
+    let (addr, state) = server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ep = endpoint(addr, "ok", Duration::from_secs(5));
+    let source = Arc::new(TestSource {
+        shape: Shape::Graph(SESSION),
+        output_tokens: 4,
+        prompt: Prompt::Text("go".into()),
+    });
+    let journal = run_closed(&ep, &closed(1, 0, StopRule::Requests(6)), source, &dir).await;
+    assert_eq!(journal.requests.len(), 6);
+    let task = &journal.tasks[0];
+    assert_eq!((task.calls, task.failed_calls), (6, 0));
+    assert!(task.e2e_ms.is_some());
+
+    // The server's view: when each call arrived and when its answer's last
+    // token left.
+    let arrivals = state.arrivals.lock().unwrap().clone();
+    let offsets = state.token_offsets_ms.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 6);
+    let number_of = |k: usize| {
+        arrivals
+            .iter()
+            .position(|(_, text)| text == &format!("call {k}"))
+            .unwrap_or_else(|| panic!("call {k} never arrived: {arrivals:?}"))
+    };
+    let arrived = |k: usize| arrivals[number_of(k)].0;
+    let answered = |k: usize| {
+        let n = number_of(k);
+        let last = offsets
+            .iter()
+            .find(|(m, _)| *m == n)
+            .and_then(|(_, o)| o.last().copied())
+            .expect("tokens logged");
+        arrived(k) + Duration::from_secs_f64(last / 1e3)
+    };
+    for (k, &(parent, gap_ms)) in SESSION.iter().enumerate() {
+        let Some(p) = parent else { continue };
+        let p = p as usize;
+        assert!(
+            arrived(k) > answered(p),
+            "call {k} left before its parent's answer"
+        );
+        let gap = (arrived(k) - answered(p)).as_secs_f64() * 1e3;
+        assert!(
+            (gap - gap_ms as f64).abs() <= 5.0,
+            "call {k}: {gap:.2} ms after its parent's answer at the server, recorded {gap_ms} ms"
+        );
+    }
+    // The siblings of the fan-out leave together.
+    let siblings: Vec<_> = (1..=3).map(arrived).collect();
+    let spread = siblings
+        .iter()
+        .max()
+        .unwrap()
+        .duration_since(*siblings.iter().min().unwrap());
+    assert!(
+        spread < Duration::from_millis(3),
+        "siblings {spread:?} apart"
+    );
+
+    // The runner's own account: each call scheduled at its parent's
+    // completion + gap, sent on time.
+    let mut by_call: Vec<&RequestRecord> = journal.requests.iter().collect();
+    by_call.sort_by_key(|r| r.call);
+    for (k, &(parent, gap_ms)) in SESSION.iter().enumerate() {
+        let Some(p) = parent else { continue };
+        let expected = by_call[p as usize].completed_ms + gap_ms as f64;
+        assert!(
+            (by_call[k].scheduled_ms - expected).abs() < 1e-6,
+            "call {k} scheduled at {} ms, expected {expected}",
+            by_call[k].scheduled_ms
+        );
+        assert!(
+            (by_call[k].sent_ms - expected).abs() <= 5.0,
+            "call {k} sent at {} ms, scheduled {expected}",
+            by_call[k].sent_ms
+        );
+    }
+    assert_eq!(task.completed_ms, by_call[5].completed_ms);
 }

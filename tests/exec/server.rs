@@ -36,6 +36,9 @@ pub struct ServerState {
     /// Per request (by arrival number): when each content token was actually
     /// handed to the connection, ms after the request arrived.
     pub token_offsets_ms: Mutex<Vec<(usize, Vec<f64>)>>,
+    /// Per request (by arrival number): when it arrived, and its first
+    /// message's text (to tell calls apart).
+    pub arrivals: Mutex<Vec<(Instant, String)>>,
 }
 
 impl ServerState {
@@ -286,6 +289,17 @@ async fn respond(
         .or(request["max_tokens"].as_u64())
         .or(request["max_output_tokens"].as_u64())
         .unwrap_or(4) as u32;
+    let text = request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    {
+        let mut arrivals = state.arrivals.lock().unwrap();
+        if arrivals.len() < number + 1 {
+            arrivals.resize(number + 1, (arrived, String::new()));
+        }
+        arrivals[number] = (arrived, text);
+    }
     state.bodies.lock().unwrap().push(request);
     if let Some(auth) = headers.get("authorization") {
         state

@@ -341,6 +341,7 @@ async fn replay_on_sim(trace: Trace) -> String {
         agent: None,
         dataset: None,
         tools: None,
+        sessions: None,
     };
     let trace = Arc::new(trace);
     let inputs = RunInputs {

@@ -20,6 +20,7 @@ mod mmc;
 mod profile;
 mod report;
 mod reuse;
+mod sessions;
 mod settings;
 mod shards;
 mod sim;

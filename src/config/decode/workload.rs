@@ -7,7 +7,7 @@ use kdl::KdlNode;
 
 use super::{Decoder, Once, OneOf, children, span_of_name, value_span};
 use crate::config::model::{
-    Agent, Conversation, DatasetSpec, Dist, Sample, SharedPrefix, ToolsSpec, Workload,
+    Agent, Conversation, DatasetSpec, Dist, Sample, SessionsSpec, SharedPrefix, ToolsSpec, Workload,
 };
 use crate::config::validate::{self as rules, Quantity};
 
@@ -19,6 +19,7 @@ const WORKLOAD_CHILDREN: &[&str] = &[
     "agent",
     "dataset",
     "tools",
+    "sessions",
 ];
 const CONVERSATION_CHILDREN: &[&str] = &["turns", "think-time"];
 const AGENT_CHILDREN: &[&str] = &["steps", "fan-out", "tool-time", "context-growth"];
@@ -35,6 +36,7 @@ impl Decoder {
         let mut dataset: Option<DatasetSpec> = None;
         let mut has_dataset = false;
         let mut tools: Option<ToolsSpec> = None;
+        let mut sessions: Option<SessionsSpec> = None;
 
         for child in children(node) {
             let child_name = child.name().value();
@@ -64,6 +66,11 @@ impl Decoder {
                 "dataset" => {
                     has_dataset = true;
                     self.dataset(child).map(|d| dataset = Some(d))
+                }
+                "sessions" => {
+                    // Recorded sessions: lengths come from the trace.
+                    has_dataset = true;
+                    self.sessions(child).map(|s| sessions = Some(s))
                 }
                 "tools" => {
                     let usage =
@@ -129,7 +136,28 @@ impl Decoder {
                 }
             }
         }
-        if let (true, Some(agent_node)) = (
+        if let Some(sessions_node) = children(node)
+            .iter()
+            .find(|c| c.name().value() == "sessions")
+            && let Some(other) = children(node).iter().find(|c| {
+                matches!(
+                    c.name().value(),
+                    "dataset" | "conversation" | "agent" | "shared-prefix" | "tools"
+                )
+            })
+        {
+            self.error(
+                span_of_name(other),
+                "sessions with another shape",
+                format!(
+                    "`sessions` replays recorded agent sessions call by call; `{}` cannot apply to them",
+                    other.name().value()
+                ),
+                Some("make a separate workload for it".to_string()),
+            );
+            let _ = sessions_node;
+            ok = false;
+        } else if let (true, Some(agent_node)) = (
             has_dataset,
             children(node).iter().find(|c| c.name().value() == "agent"),
         ) {
@@ -146,6 +174,12 @@ impl Decoder {
         if let Some(spec) = dataset.as_mut() {
             spec.input_from_data = input.is_none();
             spec.output_from_data = output.is_none();
+            input = input.or(Some(Dist::fixed(1.0)));
+            output = output.or(Some(Dist::fixed(1.0)));
+        }
+        // With sessions, every call's lengths are recorded; the two
+        // distributions are not used.
+        if sessions.is_some() {
             input = input.or(Some(Dist::fixed(1.0)));
             output = output.or(Some(Dist::fixed(1.0)));
         }
@@ -168,6 +202,28 @@ impl Decoder {
             agent,
             dataset,
             tools,
+            sessions,
+        })
+    }
+
+    fn sessions(&mut self, node: &KdlNode) -> Option<SessionsSpec> {
+        let usage = "sessions \"data/harness-a.jsonl\" tool-time-max=\"30s\"";
+        self.no_children(node, usage);
+        let entries = self.entries(node, 1, &["tool-time-max"], usage);
+        let Some(path_entry) = entries.args.first() else {
+            self.missing_value(node, usage);
+            return None;
+        };
+        let path = self.string(path_entry, "sessions", usage)?;
+        let tool_time_max_s = match entries.prop("tool-time-max") {
+            Some(entry) => Some(self.duration(entry, "tool-time-max")?.as_secs_f64()),
+            None => None,
+        };
+        Some(SessionsSpec {
+            path: PathBuf::from(path),
+            span: Some(value_span(path_entry)),
+            tool_time_max_s,
+            data: None,
         })
     }
 

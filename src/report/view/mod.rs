@@ -221,6 +221,8 @@ pub struct ClauseCrossingView {
 pub struct SweepRow {
     pub run_id: String,
     pub concurrency: Option<u32>,
+    /// Multi-call workloads: mean calls in flight at this level.
+    pub calls_in_flight: Option<f64>,
     pub requests: u64,
     pub errors: u64,
     pub error_rate: Option<f64>,
@@ -674,6 +676,7 @@ fn sweep_rows(card: &Card) -> Vec<SweepRow> {
             SweepRow {
                 run_id: r.run_id.clone(),
                 concurrency: r.concurrency,
+                calls_in_flight: r.calls_in_flight_mean,
                 requests: r.requests,
                 errors: r.errors,
                 error_rate: error_rate(r),

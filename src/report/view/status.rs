@@ -265,6 +265,7 @@ pub(super) fn unexplained_cache_hits(card: &Card) -> Vec<CacheHitRun> {
             || w.conversation.is_some()
             || w.agent.is_some()
             || w.dataset.is_some()
+            || w.sessions.is_some()
     };
     let declares_reuse = match &card.mix {
         Some(mix) => mix.workloads.iter().any(reuses),
