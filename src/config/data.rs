@@ -181,6 +181,49 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
             Err(e) => problem(spec.span, format!("sessions {e}"), SESSIONS_HELP),
         }
     }
+    // `arrival recorded` replays the sessions' recorded start times: every
+    // workload (and no mix) must bring them, with a rate to scale.
+    if experiment
+        .open
+        .as_ref()
+        .is_some_and(|o| o.arrival == super::Arrival::Recorded)
+    {
+        for workload in &experiment.workloads {
+            match &workload.sessions {
+                None => problem(
+                    workload.span,
+                    format!(
+                        "`arrival recorded` replays recorded session start times, and workload `{}` has no `sessions`",
+                        workload.name
+                    ),
+                    "give the workload `sessions \"trace.jsonl\"`, or use `arrival poisson` (or `constant`, `gamma cv=`): tasks then arrive at each run's rate",
+                ),
+                Some(spec) => {
+                    if spec
+                        .data
+                        .as_deref()
+                        .is_some_and(|t| crate::workload::sessions::session_rate_per_s(t).is_none())
+                    {
+                        problem(
+                            spec.span,
+                            "`arrival recorded`: these sessions have no rate to replay (one session, or all starting at once)".to_string(),
+                            "use `arrival poisson` (or `constant`, `gamma cv=`): sessions then arrive at each run's rate",
+                        );
+                    }
+                }
+            }
+        }
+        for mix in &experiment.mixes {
+            problem(
+                mix.span,
+                format!(
+                    "mix `{}` cannot be measured with `arrival recorded`: its arrivals are drawn from its weights",
+                    mix.name
+                ),
+                "use `arrival poisson` (or `constant`, `gamma cv=`) with the mix",
+            );
+        }
+    }
     for target in &mut experiment.targets {
         let Some(spec) = target.tokenizer.as_mut() else {
             continue;

@@ -878,6 +878,10 @@ pub enum Arrival {
     Gamma { cv: f64 },
     /// Recorded arrivals (`OpenSpec::trace`); the rate sets the speedup.
     Trace,
+    /// `arrival recorded`: each `sessions` workload's sessions start at
+    /// their recorded times; the rate sets the speedup (rate / the trace's
+    /// session rate), and the recorded pattern repeats when a run outlasts it.
+    Recorded,
 }
 
 impl Arrival {
@@ -887,6 +891,7 @@ impl Arrival {
             Arrival::Poisson => "poisson".into(),
             Arrival::Gamma { cv } => format!("gamma cv={cv}"),
             Arrival::Trace => "trace".into(),
+            Arrival::Recorded => "recorded".into(),
         }
     }
 }

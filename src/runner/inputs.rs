@@ -70,6 +70,27 @@ pub(super) fn run_inputs(
         .with_word_list(words)
         .with_content_nonce(content_nonce)
         .shared();
+    // `arrival recorded`: the sessions start as recorded, at the run's rate.
+    if let Load::Rate {
+        rate,
+        arrival: config::Arrival::Recorded,
+    } = run.load
+    {
+        let recorded = workload
+            .sessions
+            .as_ref()
+            .and_then(|s| s.data.as_deref())
+            .and_then(|trace| {
+                let speedup = rate.0 / crate::workload::sessions::session_rate_per_s(trace)?;
+                crate::workload::sessions::recorded_arrivals(trace, speedup)
+            });
+        if let Some(arrivals) = recorded {
+            return exec::RunInputs {
+                source,
+                arrivals: Some(Box::new(arrivals)),
+            };
+        }
+    }
     exec::RunInputs::for_run(run, source)
 }
 

@@ -86,7 +86,7 @@ impl ArrivalTimes {
                 Arrival::Gamma { .. } => Gaps::Constant { gap_s: 1.0 / rate },
                 // A trace's schedule is the file's (see `workload::trace`);
                 // there is no process to draw it from.
-                Arrival::Trace => Gaps::Never,
+                Arrival::Trace | Arrival::Recorded => Gaps::Never,
             }
         };
         // A stream of its own, so arrival gaps are not correlated with the

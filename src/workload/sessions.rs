@@ -125,12 +125,31 @@ pub fn session_rate_per_s(trace: &AgentTrace) -> Option<f64> {
     (trace.sessions.len() > 1 && span_s > 0.0).then(|| (trace.sessions.len() - 1) as f64 / span_s)
 }
 
-/// Session start offsets from the first, at `speedup` × the recorded pace.
-pub fn session_offsets(trace: &AgentTrace, speedup: f64) -> impl Iterator<Item = Duration> + '_ {
-    let first = trace.sessions.first().map_or(0.0, |s| s.start_ms);
-    trace.sessions.iter().map(move |s| {
-        Duration::from_secs_f64(((s.start_ms - first) / 1e3 / speedup.max(1e-9)).max(0.0))
-    })
+/// `arrival recorded`: session `i`'s start at `speedup` × the recorded
+/// pace, for every task index `i` of a run. A run that outlasts the trace
+/// starts it over one mean gap after its last session, so task `i` is
+/// always session `i mod n` at its recorded place in the pattern. `None`
+/// without a rate (one session, or all starting at once).
+pub fn recorded_arrivals(
+    trace: &AgentTrace,
+    speedup: f64,
+) -> Option<impl Iterator<Item = Duration> + Send + 'static> {
+    let rate = session_rate_per_s(trace)?;
+    let first = trace.sessions.first()?.start_ms;
+    let offsets_s: Vec<f64> = trace
+        .sessions
+        .iter()
+        .map(|s| (s.start_ms - first) / 1e3)
+        .collect();
+    // One pass lasts its span plus the mean gap, the gap before the next
+    // pass's first session.
+    let period_s = offsets_s.last().copied().unwrap_or(0.0) + 1.0 / rate;
+    let speedup = speedup.max(1e-9);
+    Some((0u64..).map(move |i| {
+        let n = offsets_s.len() as u64;
+        let at_s = (i / n) as f64 * period_s + offsets_s[(i % n) as usize];
+        Duration::from_secs_f64((at_s / speedup).max(0.0))
+    }))
 }
 
 #[cfg(test)]
@@ -261,8 +280,11 @@ pub(crate) mod tests {
 "#;
         let trace = parse_agent_trace(text, "b.jsonl").unwrap();
         assert_eq!(session_rate_per_s(&trace), Some(0.5));
-        let offsets: Vec<_> = session_offsets(&trace, 2.0).collect();
-        assert_eq!(offsets, vec![Duration::ZERO, Duration::from_secs(1)]);
+        // Two sessions 2 s apart, at twice the pace: 0 and 1 s, then the
+        // pattern again one mean gap after its last session.
+        let offsets: Vec<_> = recorded_arrivals(&trace, 2.0).unwrap().take(5).collect();
+        let secs = |s: f64| Duration::from_secs_f64(s);
+        assert_eq!(offsets, vec![secs(0.0), secs(1.0), secs(2.0), secs(3.0), secs(4.0)]);
         let task = session_task(&trace, 2, 1, 0, None);
         let calls = graph(&task.spec);
         assert_eq!(calls.len(), 2);

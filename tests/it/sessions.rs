@@ -79,3 +79,120 @@ open {
         assert_eq!(t["calls"], 4, "{t}");
     }
 }
+
+/// The shipped comparison: the same 16 tasks by two harnesses, one that
+/// re-sends a stable prefix and one that stamps the time on top of every
+/// prompt, replayed on the simulator calibrated to vLLM CPU. Reuse is the
+/// difference between them, so the capacity must differ, and the summary
+/// must say the measurements tell them apart.
+#[test]
+fn harness_compare_sets_the_harnesses_apart_by_their_reuse() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/harness-compare.kdl");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = capcard()
+        .args([
+            "run",
+            "--virtual",
+            "--quiet",
+            "--target",
+            "tiny-cpu",
+            "--out",
+        ])
+        .arg(tmp.path())
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = crate::support::read_report(tmp.path());
+    assert_eq!(report.harnesses.len(), 1, "one target with two harnesses");
+    let compared = &report.harnesses[0];
+    assert_eq!(compared.target, "tiny-cpu");
+    let row = |name: &str| {
+        compared
+            .rows
+            .iter()
+            .find(|r| r.workload == name)
+            .unwrap_or_else(|| panic!("a row for {name}"))
+    };
+    let (a, b) = (row("harness-a"), row("harness-b"));
+    let reuse = |r: &capcard::analyze::harness::HarnessRow| {
+        let reuse = r.reuse.as_ref().expect("reuse measured");
+        (
+            reuse.potential.expect("a potential"),
+            reuse.realized_server.expect("the simulator's counters"),
+        )
+    };
+    let (a_potential, a_realized) = reuse(a);
+    let (b_potential, b_realized) = reuse(b);
+    assert!(
+        a_potential > 0.6,
+        "harness A re-sends its context: {a_potential}"
+    );
+    assert!(
+        (a_potential - a_realized).abs() < 0.10,
+        "the simulator realizes A's reuse: {a_potential} vs {a_realized}"
+    );
+    assert!(
+        b_potential < 0.05 && b_realized < 0.05,
+        "{b_potential} {b_realized}"
+    );
+    let best = compared
+        .best
+        .iter()
+        .find(|b| b.slo == "agent")
+        .expect("a best harness for `agent`");
+    assert_eq!(best.target, "harness-a", "reuse buys capacity");
+    assert!(
+        !best.within_noise,
+        "the ranges tell the harnesses apart: {:?} / {:?}",
+        a.cr_open, b.cr_open
+    );
+    let calls = a.calls_per_task.expect("calls per task");
+    assert!(
+        (3.5..5.5).contains(&calls),
+        "about 4.3 calls a task: {calls}"
+    );
+    let summary = std::fs::read_to_string(tmp.path().join("summary.md")).unwrap();
+    assert!(summary.contains("## Harnesses compared"), "{summary}");
+    assert!(
+        summary.contains(
+            "and their ranges do not meet: on this replica the harness changes the capacity"
+        ),
+        "{summary}"
+    );
+}
+
+/// `arrival recorded` replays sessions' start times: a workload without
+/// sessions is pointed at, with the way out.
+#[test]
+fn recorded_arrivals_need_sessions() {
+    let (_tmp, file) = experiment_file(
+        "recorded.kdl",
+        r#"
+experiment "recorded" {
+    seed 5
+}
+target "tiny" {
+    sim tiny
+}
+workload "chat" {
+    input-tokens fixed 100
+    output-tokens fixed 10
+}
+slo "chat" {
+    ttft p90="2s"
+}
+open {
+    arrival recorded
+    rates 1 2
+    duration "5s"
+}
+"#,
+    );
+    let err = config::load(&file).unwrap_err();
+    insta::assert_snapshot!(render(&err));
+}

@@ -37,7 +37,7 @@ const OPEN_CHILDREN: &[&str] = &[
     "frontier",
 ];
 const METRICS: &[&str] = &["ttft", "ttfo", "itl", "tpot", "e2e", "task-e2e"];
-const ARRIVALS: &[&str] = &["constant", "poisson", "gamma", "trace"];
+const ARRIVALS: &[&str] = &["constant", "poisson", "gamma", "trace", "recorded"];
 
 /// `arrival trace "file"`: the first argument is the word `trace`.
 pub(super) fn is_trace(node: &KdlNode) -> bool {
@@ -477,7 +477,7 @@ impl Decoder {
     }
 
     fn arrival(&mut self, node: &KdlNode) -> Option<Arrival> {
-        let usage = "arrival poisson   // or: constant, gamma cv=2.0";
+        let usage = "arrival poisson   // or: constant, gamma cv=2.0, recorded (sessions workloads)";
         self.no_children(node, usage);
         let entries = self.entries(node, 1, &["cv"], usage);
         let Some(entry) = entries.args.first() else {
@@ -504,6 +504,7 @@ impl Decoder {
                 return None;
             }
             ("constant", None) => Arrival::Constant,
+            ("recorded", None) => Arrival::Recorded,
             _ => Arrival::Poisson,
         };
         self.issues(node, rules::check_arrival(&arrival))
