@@ -202,7 +202,7 @@ pub fn attach(experiment: &mut Experiment, source: &Source) -> Result<(), Config
                     if spec
                         .data
                         .as_deref()
-                        .is_some_and(|t| crate::workload::sessions::session_rate_per_s(t).is_none())
+                        .is_some_and(|t| t.session_rate_per_s().is_none())
                     {
                         problem(
                             spec.span,

@@ -244,6 +244,17 @@ fn tokens_at(value: Option<&Value>, path: &str) -> Result<Option<u32>, String> {
     }
 }
 
+impl AgentTrace {
+    /// Sessions started per second over the trace's span (first to last
+    /// session start); `None` for a single session or a zero span.
+    pub fn session_rate_per_s(&self) -> Option<f64> {
+        let first = self.sessions.first()?.start_ms;
+        let last = self.sessions.last()?.start_ms;
+        let span_s = (last - first) / 1e3;
+        (self.sessions.len() > 1 && span_s > 0.0).then(|| (self.sessions.len() - 1) as f64 / span_s)
+    }
+}
+
 impl TraceSession {
     /// Calls waiting on call `index`'s answer.
     pub fn children(&self, index: u32) -> impl Iterator<Item = u32> + '_ {

@@ -119,10 +119,7 @@ pub fn critical_path(calls: &[GraphCall]) -> (usize, Duration) {
 /// Sessions started per second over the trace's span (first to last
 /// session start); `None` for a single session or a zero span.
 pub fn session_rate_per_s(trace: &AgentTrace) -> Option<f64> {
-    let first = trace.sessions.first()?.start_ms;
-    let last = trace.sessions.last()?.start_ms;
-    let span_s = (last - first) / 1e3;
-    (trace.sessions.len() > 1 && span_s > 0.0).then(|| (trace.sessions.len() - 1) as f64 / span_s)
+    trace.session_rate_per_s()
 }
 
 /// `arrival recorded`: session `i`'s start at `speedup` × the recorded
@@ -284,7 +281,10 @@ pub(crate) mod tests {
         // pattern again one mean gap after its last session.
         let offsets: Vec<_> = recorded_arrivals(&trace, 2.0).unwrap().take(5).collect();
         let secs = |s: f64| Duration::from_secs_f64(s);
-        assert_eq!(offsets, vec![secs(0.0), secs(1.0), secs(2.0), secs(3.0), secs(4.0)]);
+        assert_eq!(
+            offsets,
+            vec![secs(0.0), secs(1.0), secs(2.0), secs(3.0), secs(4.0)]
+        );
         let task = session_task(&trace, 2, 1, 0, None);
         let calls = graph(&task.spec);
         assert_eq!(calls.len(), 2);

@@ -170,29 +170,6 @@ fn harness_compare_sets_the_harnesses_apart_by_their_reuse() {
 /// sessions is pointed at, with the way out.
 #[test]
 fn recorded_arrivals_need_sessions() {
-    let (_tmp, file) = experiment_file(
-        "recorded.kdl",
-        r#"
-experiment "recorded" {
-    seed 5
-}
-target "tiny" {
-    sim tiny
-}
-workload "chat" {
-    input-tokens fixed 100
-    output-tokens fixed 10
-}
-slo "chat" {
-    ttft p90="2s"
-}
-open {
-    arrival recorded
-    rates 1 2
-    duration "5s"
-}
-"#,
-    );
-    let err = config::load(&file).unwrap_err();
+    let err = config::load(Path::new("tests/data/recorded-without-sessions.kdl")).unwrap_err();
     insta::assert_snapshot!(render(&err));
 }

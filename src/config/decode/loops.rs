@@ -477,7 +477,8 @@ impl Decoder {
     }
 
     fn arrival(&mut self, node: &KdlNode) -> Option<Arrival> {
-        let usage = "arrival poisson   // or: constant, gamma cv=2.0, recorded (sessions workloads)";
+        let usage =
+            "arrival poisson   // or: constant, gamma cv=2.0, recorded (sessions workloads)";
         self.no_children(node, usage);
         let entries = self.entries(node, 1, &["cv"], usage);
         let Some(entry) = entries.args.first() else {
