@@ -176,6 +176,12 @@ pub fn rps(value: f64) -> String {
         return MISSING.to_string();
     }
     let rounded = round_sig(value, 3);
+    // Below 0.1 (an agent's tasks/s on a slow replica), two decimals would
+    // read 0.00417 as "0.00": keep three significant figures, no trailing zeros.
+    if rounded != 0.0 && rounded.abs() < 0.1 {
+        let decimals = (-rounded.abs().log10()).ceil() as usize + 2;
+        return trim_zeros(fixed(rounded, decimals.min(9)));
+    }
     num(rounded, decimals_for_3_sig(rounded.abs()))
 }
 
@@ -394,6 +400,11 @@ mod tests {
         assert_eq!(rps(12.25), "12.3");
         assert_eq!(rps(150.0), "150");
         assert_eq!(rps(1234.0), "1,230");
+        // A slow replica's tasks/s keeps its figures.
+        assert_eq!(rps(0.00417), "0.00417");
+        assert_eq!(rps(0.0253), "0.0253");
+        assert_eq!(rps(0.05), "0.05");
+        assert_eq!(rps(0.55), "0.55");
         assert_eq!(tokens_per_s(2050.4), "2,050");
         assert_eq!(tokens_per_s(42.26), "42.3");
     }

@@ -366,17 +366,7 @@ fn bailian(text: &str) -> Result<AgentTrace, (usize, String)> {
             None | Some(Value::Null) => None,
             Some(v) => v.as_i64().filter(|p| *p >= 0),
         };
-        let hash_ids = match value.get("hash_ids") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(ids)) => ids
-                .iter()
-                .map(|id| {
-                    id.as_u64()
-                        .ok_or((at, format!("hash id {id} is not a whole number")))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(other) => return Err((at, format!("`hash_ids` must be an array, got {other}"))),
-        };
+        let hash_ids = super::trace::hash_ids(&value, at)?;
         let input_tokens = tokens("input_length")?;
         if input_tokens == 0 {
             return Err((at, "`input_length` must be at least 1".to_string()));

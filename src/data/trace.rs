@@ -99,17 +99,7 @@ fn mooncake(text: &str) -> Result<Vec<TraceRow>, (usize, String)> {
             ))?;
         let input_tokens = whole(field("input_length")?, "input_length").map_err(|m| (at, m))?;
         let output_tokens = whole(field("output_length")?, "output_length").map_err(|m| (at, m))?;
-        let hash_ids = match value.get("hash_ids") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(ids)) => ids
-                .iter()
-                .map(|id| {
-                    id.as_u64()
-                        .ok_or((at, format!("hash id {id} is not a whole number")))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(other) => return Err((at, format!("`hash_ids` must be an array, got {other}"))),
-        };
+        let hash_ids = hash_ids(&value, at)?;
         if input_tokens == 0 {
             return Err((at, "`input_length` must be at least 1".to_string()));
         }
@@ -121,6 +111,21 @@ fn mooncake(text: &str) -> Result<Vec<TraceRow>, (usize, String)> {
         });
     }
     Ok(rows)
+}
+
+/// A record's `hash_ids` (Mooncake's, Bailian's): absent or null is none.
+pub(crate) fn hash_ids(value: &Value, at: usize) -> Result<Vec<u64>, (usize, String)> {
+    match value.get("hash_ids") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|id| {
+                id.as_u64()
+                    .ok_or((at, format!("hash id {id} is not a whole number")))
+            })
+            .collect(),
+        Some(other) => Err((at, format!("`hash_ids` must be an array, got {other}"))),
+    }
 }
 
 fn whole(value: &Value, field: &str) -> Result<u32, String> {
