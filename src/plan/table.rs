@@ -710,7 +710,22 @@ fn data_lines(card: &CardPlan, experiment: &Experiment) -> Vec<(&'static str, St
             .map_or_else(|| "one start".to_string(), |r| format!("{r:.3} sessions/s"));
         let cap = spec.tool_time_max().map_or_else(
             || "tool time as recorded".to_string(),
-            |max| format!("tool time capped at {:.3} s", max.as_secs_f64()),
+            |max| {
+                let gaps: Vec<f64> = calls
+                    .iter()
+                    .filter(|c| c.parent.is_some())
+                    .map(|c| c.gap_ms)
+                    .collect();
+                let capped = gaps
+                    .iter()
+                    .filter(|&&g| g > max.as_secs_f64() * 1e3)
+                    .count();
+                format!(
+                    "tool time capped at {} ({capped} of {} gaps)",
+                    crate::format::duration_words(max.as_secs_f64()),
+                    gaps.len()
+                )
+            },
         );
         lines.push((
             "sessions",
