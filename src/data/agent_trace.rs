@@ -321,6 +321,32 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
     }
 }
 
+/// The JSON documents of a trace file: one document, an array of them
+/// (each with its index), or one per line (JSONL), each with the line it
+/// starts on.
+fn json_documents(text: &str) -> Result<Vec<(usize, Option<usize>, Value)>, (usize, String)> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) => Ok(items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (1, Some(i), v))
+            .collect()),
+        Ok(v) => Ok(vec![(1, None, v)]),
+        Err(_) => {
+            let mut docs = Vec::new();
+            for (number, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let v: Value = serde_json::from_str(line)
+                    .map_err(|e| (number + 1, format!("not a JSON object: {e}")))?;
+                docs.push((number + 1, None, v));
+            }
+            Ok(docs)
+        }
+    }
+}
+
 /// Bailian's blocks are 16 tokens.
 const BAILIAN_BLOCK_TOKENS: u32 = 16;
 

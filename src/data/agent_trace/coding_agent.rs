@@ -57,26 +57,16 @@ struct Entry {
 }
 
 pub(super) fn read(text: &str) -> Result<AgentTrace, (usize, String)> {
-    let docs: Vec<(usize, String, Value)> = match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) => items
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (1, format!("[{i}]."), v))
-            .collect(),
-        Ok(v) => vec![(1, String::new(), v)],
-        Err(_) => {
-            let mut docs = Vec::new();
-            for (number, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let v: Value = serde_json::from_str(line)
-                    .map_err(|e| (number + 1, format!("not a JSON object: {e}")))?;
-                docs.push((number + 1, String::new(), v));
-            }
-            docs
-        }
-    };
+    let docs: Vec<(usize, String, Value)> = super::json_documents(text)?
+        .into_iter()
+        .map(|(line, item, v)| {
+            (
+                line,
+                item.map_or_else(String::new, |i| format!("[{i}].")),
+                v,
+            )
+        })
+        .collect();
     let mut block_tokens: Option<u32> = None;
     let mut sessions = Vec::new();
     for (n, (line, path, doc)) in docs.iter().enumerate() {

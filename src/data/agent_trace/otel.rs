@@ -64,22 +64,10 @@ struct Span {
 }
 
 pub(super) fn read(text: &str) -> Result<AgentTrace, (usize, String)> {
-    let docs: Vec<(usize, Value)> = match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) => items.into_iter().map(|v| (1, v)).collect(),
-        Ok(v) => vec![(1, v)],
-        Err(_) => {
-            let mut docs = Vec::new();
-            for (number, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let v: Value = serde_json::from_str(line)
-                    .map_err(|e| (number + 1, format!("not a JSON object: {e}")))?;
-                docs.push((number + 1, v));
-            }
-            docs
-        }
-    };
+    let docs: Vec<(usize, Value)> = super::json_documents(text)?
+        .into_iter()
+        .map(|(line, _, v)| (line, v))
+        .collect();
     let mut spans = Vec::new();
     for (line, doc) in &docs {
         let err = |m: String| (*line, m);
