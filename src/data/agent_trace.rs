@@ -321,10 +321,14 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
     }
 }
 
+/// A document of a trace file: the line it starts on, its index in an
+/// array, and its value.
+type Document = (usize, Option<usize>, Value);
+
 /// The JSON documents of a trace file: one document, an array of them
 /// (each with its index), or one per line (JSONL), each with the line it
 /// starts on.
-fn json_documents(text: &str) -> Result<Vec<(usize, Option<usize>, Value)>, (usize, String)> {
+fn json_documents(text: &str) -> Result<Vec<Document>, (usize, String)> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Array(items)) => Ok(items
             .into_iter()
