@@ -53,8 +53,11 @@
 //! compares *when* work completed: the tasks completed inside the window must
 //! keep pace with the arrivals scheduled in it ([`completions_keep_pace`]).
 //! `kept_up` = `completed_fraction ≥ 0.95`, completions keep pace and no
-//! growing backlog; a window with no arrivals did not keep up (nothing shows
-//! that it did).
+//! growing backlog. A window with no arrivals (a low rate's Poisson gap, or
+//! sessions that all started before it) shows neither: `kept_up` is unknown,
+//! the run is judged on what it holds (nothing, so every clause is
+//! inconclusive) and the card says why. Calling it overloaded would put a
+//! failure with no evidence under Cr_open's range.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -592,7 +595,8 @@ impl<'a> RunAccumulator<'a> {
         } else {
             (RunState::Stable, None)
         };
-        let kept_up = open_loop.then_some(state != RunState::Overloaded);
+        let kept_up =
+            (open_loop && completed_fraction.is_some()).then_some(state != RunState::Overloaded);
         let mean_inflight = ends.footer.and_then(|f| {
             let in_window: Vec<f64> = in_window_samples(f)
                 .iter()
@@ -798,7 +802,13 @@ fn open_state(
                 crate::format::pct_compact(f)
             ));
         }
-        None => overloaded.push("no arrivals in the measured window".to_string()),
+        // Nothing arrived, so nothing says whether the replica kept up.
+        None => {
+            return (
+                RunState::Stable,
+                Some("no arrivals in the measured window: nothing to judge".to_string()),
+            );
+        }
         Some(_) => {}
     }
     if offered > 0 && !completions_keep_pace(offered, tasks_completed as f64) {
@@ -1405,6 +1415,28 @@ pub(crate) mod tests {
             "{:?}",
             s.verdict("tight")
         );
+    }
+
+    #[test]
+    fn a_window_with_no_arrivals_is_judged_on_nothing_not_failed() {
+        // vLLM CPU, harness B at 0.0127 tasks/s: no session started in the
+        // window. That run once read "overloaded", a failure with no
+        // evidence, and so bounded Cr_open from above.
+        let mut journal = open_journal(0.0127, 0, vec![], 50.0);
+        journal.requests.clear();
+        let s = summarize(&journal, &[slo_ttft_p50(100)]);
+        assert_eq!(s.offered, Some(0));
+        assert_eq!(s.kept_up, None);
+        assert_eq!(s.state, RunState::Stable);
+        assert!(
+            s.state_reason
+                .as_deref()
+                .unwrap()
+                .contains("nothing to judge"),
+            "{:?}",
+            s.state_reason
+        );
+        assert_eq!(s.verdicts[0].verdict, Verdict::Inconclusive);
     }
 
     #[test]
