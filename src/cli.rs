@@ -151,6 +151,20 @@ pub enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Convert a results folder for the tools platform teams use: llm-d
+    /// Benchmark Reports (one per run), CSV (runs and requests) or JSONL
+    /// (requests). Reads only the folder; contacts no endpoint.
+    Export {
+        /// The results folder (`capcard run --out`), old ones included.
+        dir: PathBuf,
+        /// `llmd`: a Benchmark Report v0.2.1 per run; `csv`: runs.csv and
+        /// requests.csv; `jsonl`: requests.jsonl.
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        /// The folder to write into (default: DIR/export).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Compare two results folders: CrossP, Cr_closed, Cr_open and the
     /// metrics at matched levels and rates, flagged where beyond noise.
     Diff {
@@ -489,6 +503,25 @@ impl From<TimeUnitArg> for crate::profile::times::TimeUnit {
         match arg {
             TimeUnitArg::S => Self::S,
             TimeUnitArg::Ms => Self::Ms,
+        }
+    }
+}
+
+/// `capcard export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormatArg {
+    Llmd,
+    Csv,
+    Jsonl,
+}
+
+impl From<ExportFormatArg> for crate::report::export::ExportFormat {
+    fn from(arg: ExportFormatArg) -> Self {
+        use crate::report::export::ExportFormat;
+        match arg {
+            ExportFormatArg::Llmd => ExportFormat::Llmd,
+            ExportFormatArg::Csv => ExportFormat::Csv,
+            ExportFormatArg::Jsonl => ExportFormat::Jsonl,
         }
     }
 }

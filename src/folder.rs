@@ -734,6 +734,18 @@ pub fn write(path: &Path, contents: &str) -> Result<(), FolderError> {
     fs::rename(&tmp, path).map_err(io_err(path))
 }
 
+/// The folder's report, recomputed from its journals (as `capcard report`
+/// does: journals are the truth, and an old folder gets today's analysis).
+pub fn load_report(folder: &ResultsFolder) -> Result<CapacityReport, FolderError> {
+    let experiment = folder.load_experiment()?;
+    let plan_text = fs::read_to_string(folder.plan()).map_err(io_err(&folder.plan()))?;
+    let plan: Plan = serde_json::from_str(&plan_text).map_err(|e| FolderError::Journal {
+        path: folder.plan(),
+        message: e.to_string(),
+    })?;
+    recompute(folder, &experiment, &plan, None)
+}
+
 /// `capcard report DIR [--template FILE] [--out FILE]`: recompute the report
 /// from the folder's journals and render it. With `out`, the card(s) go to
 /// that one file (the summary first when there are several cards) and the
@@ -744,19 +756,13 @@ pub fn rerender(
     out: Option<&Path>,
 ) -> Result<Written, FolderError> {
     let folder = ResultsFolder::new(dir);
-    let experiment = folder.load_experiment()?;
-    let plan_text = fs::read_to_string(folder.plan()).map_err(io_err(&folder.plan()))?;
-    let plan: Plan = serde_json::from_str(&plan_text).map_err(|e| FolderError::Journal {
-        path: folder.plan(),
-        message: e.to_string(),
-    })?;
     let templates = match template {
         Some(path) => {
             Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))?
         }
         None => Templates::builtin(),
     };
-    let report_model = recompute(&folder, &experiment, &plan, None)?;
+    let report_model = load_report(&folder)?;
     match out {
         None => write_outputs(&folder, &report_model, &templates),
         Some(path) => {

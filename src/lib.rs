@@ -61,6 +61,7 @@ pub mod data;
 pub mod diff;
 pub mod dist;
 pub mod exec;
+pub mod export;
 pub mod folder;
 pub mod format;
 pub mod hash;

@@ -169,6 +169,11 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             },
             out,
         ),
+        Command::Export {
+            dir,
+            format,
+            out: folder,
+        } => export(&dir, format.into(), folder.as_deref(), out),
         Command::Diff {
             a,
             b,
@@ -625,6 +630,24 @@ pub fn report(request: &ReportRequest, out: &mut dyn Write) -> Outcome {
     ) {
         Ok(written) => {
             for path in written.cards.iter().chain(written.summary.iter()) {
+                writeln!(out, "{}", path.display())?;
+            }
+            Ok(Exit::Success)
+        }
+        Err(e) => Ok(fail(e, Exit::Invalid)),
+    }
+}
+
+/// `capcard export DIR --format F [--out DIR]`: the files written, one a line.
+pub fn export(
+    dir: &std::path::Path,
+    format: crate::report::export::ExportFormat,
+    folder: Option<&std::path::Path>,
+    out: &mut dyn Write,
+) -> Outcome {
+    match crate::export::export_folder(dir, format, folder) {
+        Ok(written) => {
+            for path in written {
                 writeln!(out, "{}", path.display())?;
             }
             Ok(Exit::Success)

@@ -10,7 +10,9 @@
 
 pub(crate) mod chart;
 pub mod describe;
+pub mod export;
 mod fit_chart;
+pub mod json_schema;
 mod render;
 pub mod settings_chart;
 mod view;

@@ -1,0 +1,1 @@
+//! JSONL: every call's record, one per line, labelled with its run.
