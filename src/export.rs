@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::exec;
+use crate::exec::record::{JournalLine, RequestRecord};
 use crate::folder::{self, FolderError, ResultsFolder};
-use crate::report::export::{ExportFormat, llmd};
+use crate::report::export::{ExportFormat, RunLabel, csv, jsonl, llmd};
 
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum ExportError {
@@ -79,13 +80,80 @@ pub fn export_folder(
                 }
             }
         }
-        ExportFormat::Csv | ExportFormat::Jsonl => {
-            let path = out.join("unimplemented");
-            let file = fs::File::create(&path).map_err(io_err(&path))?;
-            let mut w = BufWriter::new(file);
-            w.flush().map_err(io_err(&path))?;
+        ExportFormat::Csv => {
+            let path = out.join(csv::RUNS_FILE);
+            write_file(&path, |w| csv::write_runs(&report, w))?;
+            written.push(path);
+            let path = out.join(csv::REQUESTS_FILE);
+            write_file(&path, csv::write_requests_header)?;
+            append_requests(&results, &path, |label, record, w| {
+                csv::write_request(label, record, w)
+            })?;
+            written.push(path);
+        }
+        ExportFormat::Jsonl => {
+            let path = out.join(jsonl::REQUESTS_FILE);
+            write_file(&path, |_| Ok(()))?;
+            append_requests(&results, &path, jsonl::write_request)?;
             written.push(path);
         }
     }
     Ok(written)
+}
+
+/// Create `path` (truncating it) and write it with `f`.
+fn write_file(
+    path: &Path,
+    f: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<()>,
+) -> Result<(), ExportError> {
+    let file = fs::File::create(path).map_err(io_err(path))?;
+    let mut w = BufWriter::new(file);
+    f(&mut w).map_err(io_err(path))?;
+    w.flush().map_err(io_err(path))
+}
+
+/// Append every call of every journal in the folder to `path`, a journal
+/// at a time and a record at a time: memory does not grow with the folder
+/// (a million-call folder exports in a few MB). A journal cut short by a
+/// crash gives the calls it holds.
+fn append_requests(
+    results: &ResultsFolder,
+    path: &Path,
+    mut write: impl FnMut(&RunLabel, &RequestRecord, &mut BufWriter<fs::File>) -> io::Result<()>,
+) -> Result<(), ExportError> {
+    let file = fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    for journal_path in results.journal_paths()? {
+        let mut label: Option<RunLabel> = None;
+        let mut failed: Option<io::Error> = None;
+        exec::stream_journal(&journal_path, |line| {
+            if failed.is_some() {
+                return;
+            }
+            match line {
+                JournalLine::Run(header) => label = Some(RunLabel::of(&header)),
+                JournalLine::Request(record) => {
+                    // Every journal starts with its header; one that does
+                    // not is not a run of this folder's.
+                    if let Some(label) = &label
+                        && let Err(e) = write(label, &record, &mut w)
+                    {
+                        failed = Some(e);
+                    }
+                }
+                JournalLine::Task(_) | JournalLine::End(_) => {}
+            }
+        })
+        .map_err(|e| ExportError::Journal {
+            path: journal_path.clone(),
+            message: e.to_string(),
+        })?;
+        if let Some(e) = failed {
+            return Err(io_err(path)(e));
+        }
+    }
+    w.flush().map_err(io_err(path))
 }
