@@ -24,7 +24,9 @@
 //! in this process) for N requests (default 1,000,000) at c=64 with
 //! 64-token streams against the same zero-latency server, then recomputes the
 //! results folder as `capcard report` does, and prints the peak RSS of each
-//! phase (VmHWM) and the time the report took.
+//! phase (VmHWM) and the time the report took. Then it exports that folder
+//! as CSV (`capcard export --format csv`, in a child process so its peak
+//! RSS is its own) and prints the export's time, peak RSS and size.
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -51,6 +53,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("serve") => serve(),
+        Some("export") => export_child(&args[2..]),
         Some("quick") => bench(true),
         Some("memory") => memory(
             args.get(2)
@@ -228,9 +231,44 @@ closed {{
         "memory: peak RSS {before:.0} MiB before, {after_run:.0} MiB after the run, {:.0} MiB after the report",
         peak_rss_mib()
     );
+    // The export in a process of its own: VmHWM never falls, so in this
+    // one it would show the run's peak, not the export's.
+    let status = Command::new(std::env::current_exe().unwrap())
+        .arg("export")
+        .arg(&outcome.dir)
+        .arg(dir.join("export"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the export child failed");
     let _ = std::fs::remove_dir_all(&dir);
     drop(server.stdin.take());
     let _ = server.wait();
+}
+
+/// `export DIR OUT`: `capcard export DIR --format csv --out OUT`, timed,
+/// with this process's peak RSS.
+fn export_child(args: &[String]) {
+    let (dir, out) = (
+        std::path::Path::new(&args[0]),
+        std::path::Path::new(&args[1]),
+    );
+    let t = std::time::Instant::now();
+    let written =
+        capcard::export::export_folder(dir, capcard::report::export::ExportFormat::Csv, Some(out))
+            .unwrap();
+    let export_s = t.elapsed().as_secs_f64();
+    let requests_csv = out.join("requests.csv");
+    let bytes = std::fs::metadata(&requests_csv).map_or(0, |m| m.len());
+    let rows = std::io::BufReader::new(std::fs::File::open(&requests_csv).unwrap())
+        .lines()
+        .count()
+        .saturating_sub(1);
+    println!(
+        "export: csv of {rows} requests ({:.0} MB, {} files) in {export_s:.1} s, peak RSS {:.0} MiB",
+        bytes as f64 / 1e6,
+        written.len(),
+        peak_rss_mib()
+    );
 }
 
 /// The zero-latency server in a child process, and its port.
