@@ -141,3 +141,63 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Parses RFC 4180 text into rows (quoted cells may hold commas and quotes).
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = vec![];
+    for line in text.split(['\n']).map(|l| l.trim_end_matches('\r')) {
+        if line.is_empty() {
+            continue;
+        }
+        let mut cells = vec![String::new()];
+        let mut quoted = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    cells.last_mut().unwrap().push('"');
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => cells.push(String::new()),
+                (c, _) => cells.last_mut().unwrap().push(c),
+            }
+        }
+        rows.push(cells);
+    }
+    rows
+}
+
+#[test]
+fn the_docs_csv_excerpts_are_rows_of_the_real_export() {
+    let docs =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/results.md"))
+            .unwrap();
+    let excerpts: Vec<&str> = docs
+        .split("```csv\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert_eq!(excerpts.len(), 2, "runs.csv and requests.csv excerpts");
+    let out = tempfile::tempdir().unwrap();
+    export(&fixture(), "csv", out.path());
+    for (excerpt, file) in excerpts.iter().zip(["runs.csv", "requests.csv"]) {
+        let real = parse_csv(&std::fs::read_to_string(out.path().join(file)).unwrap());
+        let shown = parse_csv(excerpt);
+        let index: Vec<usize> = shown[0]
+            .iter()
+            .map(|name| {
+                real[0]
+                    .iter()
+                    .position(|c| c == name)
+                    .unwrap_or_else(|| panic!("docs show {name}, {file} has no such column"))
+            })
+            .collect();
+        for row in &shown[1..] {
+            let found = real[1..]
+                .iter()
+                .any(|r| index.iter().zip(row).all(|(&i, cell)| &r[i] == cell));
+            assert!(found, "the docs' row {row:?} is no row of {file}");
+        }
+    }
+}
