@@ -157,6 +157,50 @@ impl ResultsFolder {
         write(&self.plan(), &(plan_json + "\n"))
     }
 
+    /// Copy the data files the experiment names beside its copy, at the
+    /// same relative paths, so the folder is self-contained: `capcard
+    /// report` and `capcard export` load `experiment.kdl` from the folder,
+    /// and its relative paths then resolve inside it. A hard link where
+    /// the file system allows it (a multi-GB dataset costs no space), else
+    /// a copy. A path that is absolute, or leaves the experiment's folder
+    /// (`..`), is kept as a reference: the sentence returned says so.
+    pub fn copy_inputs(
+        &self,
+        experiment_path: &Path,
+        experiment_source: &str,
+    ) -> Result<Vec<String>, FolderError> {
+        // Parsed without its data: only the paths as written are wanted.
+        let Ok(as_written) = config::parse(experiment_source, experiment_path) else {
+            return Ok(Vec::new());
+        };
+        let from_dir = experiment_path.parent().unwrap_or(Path::new("."));
+        let mut notes = Vec::new();
+        for path in config::data::named_files(&as_written) {
+            let inside = path.is_relative()
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                notes.push(format!(
+                    "data file {} is outside the experiment's folder: the results folder refers to it by that path",
+                    path.display()
+                ));
+                continue;
+            }
+            let (from, to) = (from_dir.join(&path), self.dir.join(&path));
+            if from == to || to.exists() {
+                continue;
+            }
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
+            if fs::hard_link(&from, &to).is_err() {
+                fs::copy(&from, &to).map_err(io_err(&to))?;
+            }
+        }
+        Ok(notes)
+    }
+
     /// Parse the experiment copy stored in the folder.
     pub fn load_experiment(&self) -> Result<Experiment, FolderError> {
         let path = self.experiment();

@@ -47,6 +47,27 @@ pub fn parse_tools(text: &str) -> Result<(serde_json::Value, String), String> {
     Ok((value, first))
 }
 
+/// Every data file `experiment` names (tools, datasets, sessions, traces,
+/// tokenizers), as its model holds the path: as written in the file before
+/// [`attach`], resolved after.
+pub fn named_files(experiment: &Experiment) -> Vec<std::path::PathBuf> {
+    let mut paths = Vec::new();
+    for workload in &experiment.workloads {
+        paths.extend(workload.tools.as_ref().map(|s| s.path.clone()));
+        paths.extend(workload.dataset.as_ref().map(|s| s.path.clone()));
+        paths.extend(workload.sessions.as_ref().map(|s| s.path.clone()));
+    }
+    for target in &experiment.targets {
+        paths.extend(target.tokenizer.as_ref().map(|s| s.path.clone()));
+    }
+    if let Some(trace) = experiment.open.as_ref().and_then(|o| o.trace.as_ref()) {
+        paths.push(trace.path.clone());
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 /// At most this many points describe a measured length distribution
 /// (quantiles of the records), so plan.json stays small for big datasets.
 const MAX_EMPIRICAL_POINTS: usize = 100;

@@ -298,6 +298,9 @@ pub async fn run(
     // a failed start leaves nothing behind to trip over the next attempt.
     if !resuming {
         folder.create(&source, &full_plan)?;
+        for note in folder.copy_inputs(&request.experiment_path, &source)? {
+            let _ = writeln!(log, "{note}");
+        }
     }
     let _ = writeln!(log, "results folder: {}", folder.dir.display());
 

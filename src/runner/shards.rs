@@ -460,6 +460,9 @@ pub(super) async fn serve_shard(
         w = client.join(&join, COORDINATOR_PATIENCE) => w.map_err(unreachable)?,
     };
     folder.create(source, full_plan)?;
+    for note in folder.copy_inputs(&request.experiment_path, source)? {
+        let _ = writeln!(log, "{note}");
+    }
     let _ = writeln!(
         log,
         "shard {} joined the coordinator at {url}; journals in {}",

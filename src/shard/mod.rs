@@ -91,6 +91,8 @@ pub fn merge_folders(dirs: &[PathBuf], out: &Path) -> Result<FolderMerge, MergeE
         }
     }
     out_folder.create(&source, &plan)?;
+    // The shards' folders hold the data files beside their experiment copy.
+    out_folder.copy_inputs(&folders[0].experiment(), &source)?;
     let mut runs = Vec::new();
     for run_id in &run_ids {
         let parts: Vec<PathBuf> = folders

@@ -201,3 +201,49 @@ fn the_docs_csv_excerpts_are_rows_of_the_real_export() {
         }
     }
 }
+
+#[test]
+fn a_results_folder_keeps_its_data_files_so_report_and_export_need_nothing_else() {
+    // The experiment names its dataset by a path relative to itself; the
+    // folder gets a copy at the same relative path, so once the original is
+    // gone (another machine, a cleaned checkout) the folder still renders.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("data")).unwrap();
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/prompts.jsonl"),
+        work.path().join("data/prompts.jsonl"),
+    )
+    .unwrap();
+    let file = work.path().join("replay.kdl");
+    std::fs::write(
+        &file,
+        r#"
+experiment "replay" { seed 3; }
+target "tiny" { sim tiny; }
+workload "prompts" { dataset "data/prompts.jsonl"; output-tokens fixed 16; }
+closed { concurrency 1 2; duration "1s"; warmup "200ms"; }
+"#,
+    )
+    .unwrap();
+    let out = work.path().join("results");
+    crate::support::run_ok(&file, &out, &["--virtual"]);
+    assert_eq!(
+        std::fs::read(out.join("data/prompts.jsonl")).unwrap(),
+        std::fs::read(work.path().join("data/prompts.jsonl")).unwrap()
+    );
+    std::fs::remove_dir_all(work.path().join("data")).unwrap();
+    let report = capcard()
+        .arg("report")
+        .arg(&out)
+        .arg("--out")
+        .arg(work.path().join("card.md"))
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let exported = tempfile::tempdir().unwrap();
+    export(&out, "csv", exported.path());
+}
