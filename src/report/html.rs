@@ -219,6 +219,8 @@ impl<'a> Links<'a> {
         // The open paragraph's index in `events`, and whether it holds only
         // charts so far: a <figure> may not sit inside a <p>.
         let mut paragraph: Option<(usize, bool)> = None;
+        let mut in_cell = false;
+        let mut in_head = false;
         for event in Parser::new_ext(markdown, Options::ENABLE_TABLES) {
             if let Some((_, alt)) = image.as_mut() {
                 match event {
@@ -307,6 +309,29 @@ impl<'a> Links<'a> {
                     events.push(Event::End(TagEnd::Table));
                     events.push(Event::Html("</div>\n".into()));
                 }
+                // Only body cells: a header's words may wrap.
+                Event::Start(Tag::TableHead) => {
+                    in_head = true;
+                    events.push(Event::Start(Tag::TableHead));
+                }
+                Event::End(TagEnd::TableHead) => {
+                    in_head = false;
+                    events.push(Event::End(TagEnd::TableHead));
+                }
+                Event::Start(Tag::TableCell) => {
+                    in_cell = !in_head;
+                    events.push(Event::Start(Tag::TableCell));
+                }
+                Event::End(TagEnd::TableCell) => {
+                    in_cell = false;
+                    events.push(Event::End(TagEnd::TableCell));
+                }
+                // A short figure in a cell ("2.82 ms", "0.3 / 3") stays on
+                // one line: the cards' wide tables otherwise break every
+                // number from its unit.
+                Event::Text(text) if in_cell && text.chars().count() <= SHORT_CELL_TEXT => {
+                    events.push(Event::Text(text.replace(' ', "\u{a0}").into()));
+                }
                 // Raw HTML is shown, escaped, never interpreted; its `=`
                 // too, so that not even the page's text reads `src=...`.
                 Event::Start(Tag::HtmlBlock) => events.push(Event::Start(Tag::Paragraph)),
@@ -322,6 +347,9 @@ impl<'a> Links<'a> {
         html
     }
 }
+
+/// Text in a table cell up to this many characters is kept on one line.
+const SHORT_CELL_TEXT: usize = 12;
 
 /// A chart's anchor: its file name without `.svg`, kept to characters an
 /// id and a URL fragment take as they are.
@@ -376,16 +404,18 @@ fn escape(text: &str) -> String {
 /// System fonts only; print: no contents list, a page per card, rows and
 /// charts kept whole, charts at the page's width.
 const STYLE: &str = r#":root{color-scheme:light}
-body{margin:0 auto;max-width:76rem;padding:1rem 1.5rem 3rem;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1b1b1f;background:#fff}
+body{margin:0 auto;max-width:96rem;padding:1rem 1.5rem 3rem;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1b1b1f;background:#fff}
 h1{font-size:1.6rem;margin:1.5rem 0 .8rem;padding-bottom:.3rem;border-bottom:2px solid #d8dbe0}
 h2{font-size:1.3rem;margin:2rem 0 .6rem;padding-bottom:.2rem;border-bottom:1px solid #e6e8eb}
 h3{font-size:1.08rem;margin:1.5rem 0 .5rem}
 code{font:.88em ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f2f3f5;padding:0 .25em;border-radius:3px}
-blockquote{margin:1rem 0;padding:.3rem 1rem;border-left:4px solid #b9c3d6;background:#f6f8fb;color:#333}
+blockquote{margin:1rem 0;padding:.1rem 1rem;border-left:4px solid #b9c3d6;background:#f6f8fb;color:#333}
+blockquote p{margin:.5rem 0}
 a{color:#1a56b0}
 .table{overflow-x:auto;margin:1rem 0}
-table{border-collapse:collapse;font-size:.84rem;line-height:1.35}
-th,td{border:1px solid #d8dbe0;padding:.25rem .5rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:.8rem;line-height:1.3}
+p,ul,ol,blockquote{max-width:64rem}
+th,td{border:1px solid #d8dbe0;padding:.2rem .4rem;text-align:left;vertical-align:top}
 th{background:#f2f3f5}
 thead:not(:has(th:not(:empty))){display:none}
 tbody tr:nth-child(even){background:#fafbfc}
@@ -398,6 +428,7 @@ nav.toc ol{margin:0;padding-left:1.4rem}
 section.part+section.part{margin-top:3rem;border-top:3px solid #d8dbe0}
 @media print{
 body{max-width:none;padding:0;font-size:10pt}
+p,ul,ol,blockquote{max-width:none}
 nav.toc{display:none}
 section.part+section.part{break-before:page;margin-top:0;border-top:none}
 .table{overflow:visible}
@@ -624,6 +655,21 @@ See [the method](https://example.org/docs), the [journal](runs/a--w--c0001.jsonl
         assert_eq!(
             html,
             render_page(&report, &Templates::builtin()).expect("renders")
+        );
+    }
+
+    #[test]
+    fn a_short_figure_in_a_table_cell_keeps_its_unit() {
+        let mut p = sample();
+        p.parts[2].markdown =
+            "| TTFT p50 | note |\n|---|---|\n| 2.82 ms | a longer sentence that may wrap |\n"
+                .to_string();
+        let html = page(&p);
+        assert!(html.contains("<th>TTFT p50</th>"), "{html}");
+        assert!(html.contains("<td>2.82\u{a0}ms</td>"), "{html}");
+        assert!(
+            html.contains("<td>a longer sentence that may wrap</td>"),
+            "{html}"
         );
     }
 
