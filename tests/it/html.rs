@@ -219,6 +219,47 @@ fn positive(value: Option<&str>) -> bool {
         .is_some_and(|v| v > 0.0)
 }
 
+/// `--out FILE` writes the page there and leaves the folder as it was.
+#[test]
+fn html_with_out_writes_only_that_file() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let out = dir.path().join("results");
+    capcard()
+        .args([
+            "run",
+            "experiments/quickstart.kdl",
+            "--virtual",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let before: Vec<_> = std::fs::read_dir(&out)
+        .expect("the folder")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    let page = dir.path().join("shared.html");
+    capcard()
+        .arg("report")
+        .arg(&out)
+        .args(["--html", "--out"])
+        .arg(&page)
+        .assert()
+        .success()
+        .stdout(format!("{}\n", page.display()));
+    let after: Vec<_> = std::fs::read_dir(&out)
+        .expect("the folder")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before, after);
+    let text = std::fs::read_to_string(&page).expect("the page written");
+    assert!(text.starts_with("<!DOCTYPE html>"));
+    assert!(text.contains("<title>Capacity card: tiny × chat-small</title>"));
+}
+
 #[test]
 fn the_page_loads_in_chromium_whole_and_offline() {
     let (dir, page, text) = folder_with_page("experiments/gpu-compare.kdl");
