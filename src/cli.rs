@@ -147,9 +147,15 @@ pub enum Command {
         /// A minijinja card template to use instead of the built-in one.
         #[arg(long)]
         template: Option<PathBuf>,
-        /// Write the card(s) to this file instead of into the results folder.
+        /// Write the card(s) to this file instead of into the results folder
+        /// (with --html: the page, instead of DIR/report.html).
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// Write one self-contained HTML page instead (DIR/report.html): the
+        /// summary and every card, charts inline, nothing fetched; opens
+        /// with a double-click and prints a card a page.
+        #[arg(long)]
+        html: bool,
     },
     /// Convert a results folder for the tools platform teams use: llm-d
     /// Benchmark Reports (one per run), CSV (runs and requests) or JSONL

@@ -831,6 +831,32 @@ pub fn rerender(
     }
 }
 
+/// `capcard report DIR --html [--out FILE]`: the folder's report, recomputed
+/// as [`rerender`] does, written as one self-contained page to FILE (default
+/// `DIR/report.html`); the cards and charts in the folder are left as they are.
+pub fn write_html(
+    dir: &Path,
+    template: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<PathBuf, FolderError> {
+    let folder = ResultsFolder::new(dir);
+    let templates = match template {
+        Some(path) => {
+            Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))?
+        }
+        None => Templates::builtin(),
+    };
+    let report_model = load_report(&folder)?;
+    let page = report::html::render_page(&report_model, &templates)
+        .map_err(|e| FolderError::Render(e.to_string()))?;
+    let path = out.map_or_else(
+        || folder.dir.join(report::html::HTML_FILE_NAME),
+        Path::to_path_buf,
+    );
+    write(&path, &page)?;
+    Ok(path)
+}
+
 /// The card's workloads (a mix's classes) against the window its runs met:
 /// the sentence of the first that can exceed it, for the Conditions table.
 fn context_fit(

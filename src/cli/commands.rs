@@ -161,11 +161,13 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             dir,
             template,
             out: file,
+            html,
         } => report(
             &ReportRequest {
                 dir,
                 template,
                 out: file,
+                html,
             },
             out,
         ),
@@ -613,16 +615,32 @@ pub fn merge(request: &MergeRequest, out: &mut dyn Write) -> Outcome {
     Ok(Exit::Success)
 }
 
-/// `capcard report DIR [--template FILE] [--out FILE]`.
+/// `capcard report DIR [--template FILE] [--out FILE] [--html]`.
 #[derive(Debug, Clone)]
 pub struct ReportRequest {
     pub dir: PathBuf,
     pub template: Option<PathBuf>,
     pub out: Option<PathBuf>,
+    /// One self-contained HTML page instead of the markdown cards.
+    pub html: bool,
 }
 
-/// `capcard report`: the folder's cards rendered again; their paths on `out`.
+/// `capcard report`: the folder's cards rendered again (or, with `--html`,
+/// as one page); the paths written on `out`.
 pub fn report(request: &ReportRequest, out: &mut dyn Write) -> Outcome {
+    if request.html {
+        return match folder::write_html(
+            &request.dir,
+            request.template.as_deref(),
+            request.out.as_deref(),
+        ) {
+            Ok(path) => {
+                writeln!(out, "{}", path.display())?;
+                Ok(Exit::Success)
+            }
+            Err(e) => Ok(fail(e, Exit::Invalid)),
+        };
+    }
     match folder::rerender(
         &request.dir,
         request.template.as_deref(),

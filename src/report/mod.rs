@@ -12,6 +12,7 @@ pub(crate) mod chart;
 pub mod describe;
 pub mod export;
 mod fit_chart;
+pub mod html;
 pub mod json_schema;
 mod render;
 pub mod settings_chart;

@@ -15,6 +15,7 @@ mod engines;
 mod erlang_c;
 mod examples;
 mod export;
+mod html;
 mod init;
 mod mix;
 mod mmc;
