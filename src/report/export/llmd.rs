@@ -1,7 +1,94 @@
-//! llm-d's Benchmark Report v0.2.1 (placeholder: filled in by the llmd work).
+//! llm-d's Benchmark Report v0.2.1: one JSON document per run.
+//!
+//! # What maps where
+//!
+//! - `run`: `uid` is `<eid>/<run id>` and `eid` is `<experiment>@<started
+//!   at>` (the experiment's name and the results' start tell two invocations
+//!   of one experiment apart; a run id is unique in its folder), so exporting
+//!   a folder twice gives the same ids. `time.start` is the journal header's
+//!   `started_at`, `time.end` its footer's `finished_at`, `time.duration` the
+//!   two's difference as an ISO-8601 duration (`PT8.5S`); without the journal
+//!   (or its footer) they are left out. `description` is the experiment's.
+//! - `scenario.load`: `standardized.tool` `"capcard"` and its version;
+//!   `source` `random` (prompts drawn from a vocabulary) or `sampled` (a
+//!   dataset or recorded sessions); `input_seq_len` and `output_seq_len` from
+//!   the workload's declared law where it is `fixed`, `uniform` or `gaussian`,
+//!   otherwise `other` with the run's mean planned length as its value
+//!   (`output_seq_len` only when the length was enforced: the dialect forced
+//!   it, or no call came back short); `multi_turn`; `rate_qps` (open runs) or
+//!   `concurrency` (closed runs); `parallelism`, the load generator's shards,
+//!   from the journal header. `metadata.description` is the workload's name,
+//!   `native.config` the workload as capcard declared it.
+//! - `scenario.stack[0]`: the target, as a `generic` component with the
+//!   names of an inference engine's fields for what capcard knows:
+//!   `model.name` (the model sent), `replicas` 1 (a card measures one
+//!   replica), `role` `replica`, and `accelerator.model` when the target's
+//!   `hardware` line says it. `tool` is `capcard-sim` for the simulator or
+//!   the engine whose metric names the telemetry matched; `tool_version` the
+//!   target's `runtime` line, verbatim. `metadata.label` is the target's
+//!   name, `cfg_id` a hash (FNV-1a 64) of the standardized part.
+//! - `results.request_performance.aggregate`: `requests` (`total` sent:
+//!   succeeded, failed and cancelled; `failures`; `incomplete`, the
+//!   cancelled; mean prompt and output lengths in `count`); `latency` with
+//!   TTFT and request latency in `ms`, TPOT and ITL in `ms/token`, each with
+//!   mean, p50, p90, p95, p99, max and any other percentile an SLO asked for
+//!   (`p99.9` → `p99p9`); `throughput` in `tokens/s` and `queries/s`.
+//! - `results.session_performance` (multi-call workloads): tasks as
+//!   sessions, their duration in `ms` (capcard's task e2e).
+//! - `results.observability.components[0].aggregate` (a run with server
+//!   telemetry): the prefix-cache hit rate (`cache_hit_rate`) and KV-cache
+//!   usage in `fraction`, running and waiting requests in `count`; its
+//!   `component_label` is the stack component's label.
+//!
+//! Units are those llm-d's pydantic models allow per field
+//! (`schema_v0_2.py`'s `check_units`; the JSON Schema itself only says
+//! "one of the units"): the unit tests check them field by field.
+//!
+//! # The `capcard` key
+//!
+//! The schema sets `additionalProperties: false` on every object but three:
+//! `Statistics` (one statistic), the `generic` stack component (a component
+//! without a class of its own), and `Observability` (`results.observability`,
+//! whose pydantic model says "keep permissive — real reports include ad-hoc
+//! metric keys"; llm-d's own converters put a harness's extra results there).
+//! The capacity quantities are results of the whole run set, so they go in
+//! `results.observability.capcard`: the run's mode, the SLOs and this run's
+//! verdict on each, CrossP and Cr_closed (measured by closed loop), and
+//! Cr_open per SLO with its range (measured by open loop). Every number there
+//! is `{ "units": …, "value": … }` (a range: `low`/`high`), in the schema's
+//! unit names; `queries_are` says what a query counts (`requests`,
+//! `conversations` or `agent-tasks`), since capcard's rates count tasks.
+//!
+//! # Left out, and why
+//!
+//! What capcard does not know is left out, never filled with a default:
+//! `run.cid`/`pid`/`user` (no cluster, pod or user), `inference_engine`
+//! components (that class requires the accelerator count and parallelism,
+//! which capcard never knows), the whole stack component when the engine or
+//! its `runtime` is unknown, `load.standardized.prefix` (it requires users
+//! per group, not a capcard notion; the shared prefix is in `native.config`),
+//! `rate_qps` and `concurrency` for multi-call workloads (they count tasks,
+//! not queries; the capcard key has them), ITL when the server sent several
+//! tokens per streamed event (capcard's ITL is then per event, not per
+//! token), NTPOT and standard deviations (not computed), and time series.
+//!
+//! # Checked against the published schema
+//!
+//! Field names and shapes are checked by the unit tests, which validate the
+//! documents of every run of `tests/data/export-fixture` against the
+//! vendored schema (`tests/data/llmd/br_v0_2_1_json_schema.json`, with
+//! [`crate::report::json_schema`]) and require zero violations; a test shows
+//! the validator does reject a misspelled key there.
+//!
+//! Pure: no I/O and no clock; [`crate::export`] reads the folder and writes
+//! the files.
 
-use crate::analyze::{CapacityReport, Card, RunSummary};
+use serde_json::{Map, Value, json};
+
+use crate::analyze::{CapacityReport, Card, LatencyStats, RunSummary};
+use crate::config::{ArrivalUnit, Dist, DistKind, SloClause};
 use crate::exec::record::Journal;
+use crate::plan::Mode;
 
 /// The Benchmark Report version written.
 pub const VERSION: &str = "0.2.1";
@@ -17,10 +104,992 @@ pub fn file_name(run_id: &str) -> String {
 /// One run as a Benchmark Report document. `ends` is the run's journal
 /// header and footer (no records), when its journal is in the folder.
 pub fn benchmark_report(
-    _report: &CapacityReport,
-    _card: &Card,
-    _run: &RunSummary,
-    _ends: Option<&Journal>,
-) -> serde_json::Value {
-    serde_json::json!({ "version": VERSION })
+    report: &CapacityReport,
+    card: &Card,
+    run: &RunSummary,
+    ends: Option<&Journal>,
+) -> Value {
+    let stack = stack_component(card, run, ends);
+    let label = stack.as_ref().map(|_| card.target.as_str());
+    object([
+        ("version", text(VERSION)),
+        ("run", Some(run_section(report, run, ends))),
+        (
+            "scenario",
+            Some(object([
+                ("stack", stack.map(|c| Value::Array(vec![c]))),
+                ("load", Some(load_section(report, card, run, ends))),
+            ])),
+        ),
+        ("results", Some(results_section(report, card, run, label))),
+    ])
+}
+
+// ------------------------------------------------------------------ run
+
+fn run_section(report: &CapacityReport, run: &RunSummary, ends: Option<&Journal>) -> Value {
+    let eid = match &report.started_at {
+        Some(at) => format!("{}@{at}", report.experiment),
+        None => report.experiment.clone(),
+    };
+    let start = ends.and_then(|j| j.header.as_ref()).map(|h| &h.started_at);
+    let end = ends.and_then(|j| j.footer.as_ref()).map(|f| &f.finished_at);
+    let duration = start
+        .zip(end)
+        .and_then(|(s, e)| {
+            Some(crate::time::rfc3339_seconds(e)? - crate::time::rfc3339_seconds(s)?)
+        })
+        .filter(|s| *s >= 0.0)
+        .map(iso_duration);
+    let time = (start.is_some() || end.is_some()).then(|| {
+        object([
+            ("start", start.map(|s| json!(s))),
+            ("end", end.map(|e| json!(e))),
+            ("duration", duration.map(Value::String)),
+        ])
+    });
+    object([
+        ("uid", Some(json!(format!("{eid}/{}", run.run_id)))),
+        ("eid", Some(json!(eid))),
+        ("time", time),
+        ("description", report.description.as_deref().and_then(text)),
+    ])
+}
+
+/// `PT8.5S`: seconds to the millisecond, trailing zeros dropped.
+fn iso_duration(seconds: f64) -> String {
+    let fixed = format!("{seconds:.3}");
+    let trimmed = fixed.trim_end_matches('0').trim_end_matches('.');
+    format!("PT{trimmed}S")
+}
+
+// ------------------------------------------------------------------ load
+
+fn mode_of(run: &RunSummary) -> Mode {
+    match run.mode {
+        Some(mode) => mode,
+        None if run.rate_rps.is_some() => Mode::Open,
+        None => Mode::Closed,
+    }
+}
+
+fn load_section(
+    report: &CapacityReport,
+    card: &Card,
+    run: &RunSummary,
+    ends: Option<&Journal>,
+) -> Value {
+    let workload = &card.workload_profile;
+    let single_call = workload.unit() == ArrivalUnit::Request;
+    let source = if workload.dataset.is_some() || workload.sessions.is_some() {
+        "sampled"
+    } else {
+        "random"
+    };
+    let input = sequence_length(
+        &workload.input_tokens,
+        run.prompt_tokens_requested_mean,
+        single_call,
+    );
+    let force_length = ends
+        .and_then(|j| j.header.as_ref())
+        .and_then(|h| h.dialect.as_ref())
+        .or(card.target_info.dialect.as_ref())
+        .is_some_and(|d| d.force_length);
+    let enforced = force_length || (run.requests > 0 && run.short_outputs == 0);
+    let output = enforced.then(|| {
+        sequence_length(
+            &workload.output_tokens,
+            run.output_tokens_requested_mean,
+            single_call,
+        )
+    });
+    let multi_turn = match workload.unit() {
+        ArrivalUnit::Request => json!({ "enabled": false }),
+        ArrivalUnit::Conversation => object([
+            ("enabled", Some(json!(true))),
+            (
+                "max_turns",
+                workload
+                    .conversation
+                    .as_ref()
+                    .and_then(|c| declared_length(&c.turns)),
+            ),
+        ]),
+        ArrivalUnit::AgentTask => json!({ "enabled": true }),
+    };
+    // A rate or a concurrency of tasks is not one of queries: only
+    // single-call workloads fill the standardized fields.
+    let (rate_qps, concurrency) = match mode_of(run) {
+        Mode::Open => (run.rate_rps.filter(|r| *r > 0.0 && single_call), None),
+        Mode::Closed => (None, run.concurrency.filter(|c| *c >= 1 && single_call)),
+    };
+    let shards = ends
+        .and_then(|j| j.header.as_ref())
+        .map(|h| h.shards.len().max(1));
+    let standardized = object([
+        ("tool", text("capcard")),
+        ("tool_version", Some(json!(report.tool_version))),
+        ("parallelism", shards.map(|n| json!(n))),
+        ("source", text(source)),
+        ("input_seq_len", Some(input)),
+        ("output_seq_len", output),
+        ("multi_turn", Some(multi_turn)),
+        ("rate_qps", rate_qps.and_then(num)),
+        ("concurrency", concurrency.map(|c| json!(c))),
+    ]);
+    let native = object([
+        ("workload", serde_json::to_value(workload).ok()),
+        ("arrival", card.arrival.as_deref().and_then(text)),
+    ]);
+    object([
+        ("metadata", Some(json!({ "description": card.workload }))),
+        ("standardized", Some(standardized)),
+        ("native", Some(json!({ "config": native }))),
+    ])
+}
+
+/// A declared length law as a `SequenceLength`; `run_mean` stands for the
+/// primary value of a law that has none in the schema's terms (`other`), and
+/// of every law of a multi-call workload (its law is per message, a call
+/// carries the history).
+fn sequence_length(law: &Dist, run_mean: f64, single_call: bool) -> Value {
+    if single_call && let Some(declared) = declared_length(law) {
+        return declared;
+    }
+    let bounds = single_call.then_some(law);
+    object([
+        ("distribution", text("other")),
+        ("value", num(run_mean.max(0.0)).or(Some(json!(0)))),
+        ("min", bounds.and_then(|l| whole(l.min, 0))),
+        ("max", bounds.and_then(|l| whole(l.upper_bound(), 1))),
+    ])
+}
+
+/// A law the schema names (`fixed`, `uniform`, `gaussian`), with its clamps.
+fn declared_length(law: &Dist) -> Option<Value> {
+    let (distribution, value, std_dev, low) = match law.kind {
+        DistKind::Fixed { value } => ("fixed", value, None, None),
+        DistKind::Uniform { min, max } => ("uniform", (min + max) / 2.0, None, Some(min)),
+        DistKind::Normal { mean, stddev } => ("gaussian", mean, Some(stddev), None),
+        _ => return None,
+    };
+    let low = match (low, law.min) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    Some(object([
+        ("distribution", text(distribution)),
+        ("value", num(value.max(0.0))),
+        ("std_dev", std_dev.filter(|s| *s >= 0.0).and_then(num)),
+        ("min", whole(low, 0)),
+        ("max", whole(law.upper_bound(), 1)),
+    ]))
+}
+
+/// A whole number of tokens at least `least`, when known.
+fn whole(x: Option<f64>, least: u64) -> Option<Value> {
+    let x = x.filter(|x| x.is_finite())?.round();
+    (x >= least as f64).then(|| json!(x as u64))
+}
+
+// ------------------------------------------------------------------ stack
+
+fn stack_component(card: &Card, run: &RunSummary, ends: Option<&Journal>) -> Option<Value> {
+    let info = &card.target_info;
+    // The simulator answers with vLLM's metric names: its kind says what it is.
+    let tool = if info.kind.starts_with("sim") {
+        Some("capcard-sim".to_string())
+    } else {
+        run.server.as_ref().and_then(|s| s.engine.clone())
+    }?;
+    let tool_version = info.runtime.clone()?;
+    let model = ends
+        .and_then(|j| j.header.as_ref())
+        .map(|h| h.model.clone())
+        .or_else(|| info.model.clone());
+    let standardized = object([
+        ("kind", text("generic")),
+        ("tool", Some(json!(tool))),
+        ("tool_version", Some(json!(tool_version))),
+        ("role", text("replica")),
+        ("replicas", Some(json!(1))),
+        ("model", model.map(|m| json!({ "name": m }))),
+        (
+            "accelerator",
+            info.hardware.as_ref().map(|h| json!({ "model": h })),
+        ),
+    ]);
+    let settings: Map<String, Value> = info
+        .setting
+        .iter()
+        .map(|(name, value)| (name.clone(), json!(value)))
+        .collect();
+    Some(object([
+        (
+            "metadata",
+            Some(object([
+                ("label", Some(json!(card.target))),
+                ("cfg_id", Some(json!(cfg_id(&standardized)))),
+                ("description", text(&info.kind)),
+            ])),
+        ),
+        ("standardized", Some(standardized)),
+        (
+            "native",
+            Some(object([(
+                "config",
+                (!settings.is_empty()).then(|| json!({ "setting": settings })),
+            )])),
+        ),
+    ]))
+}
+
+/// FNV-1a (64 bit) of the JSON text: stable across builds and platforms,
+/// unlike std's hasher.
+fn cfg_id(value: &Value) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in value.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+// ------------------------------------------------------------------ results
+
+fn results_section(
+    report: &CapacityReport,
+    card: &Card,
+    run: &RunSummary,
+    component_label: Option<&str>,
+) -> Value {
+    let per_token_itl = run.tokens_per_event.is_some_and(|t| t <= 1.01);
+    let latency = object([
+        ("time_to_first_token", statistics(&run.ttft_ms, "ms")),
+        (
+            "time_per_output_token",
+            statistics(&run.tpot_ms, "ms/token"),
+        ),
+        (
+            "inter_token_latency",
+            per_token_itl
+                .then(|| statistics(&run.itl_ms, "ms/token"))
+                .flatten(),
+        ),
+        ("request_latency", statistics(&run.e2e_ms, "ms")),
+    ]);
+    let measured = run.requests > 0;
+    let requests = object([
+        (
+            "total",
+            Some(json!(run.requests + run.errors + run.cancelled)),
+        ),
+        ("failures", Some(json!(run.errors))),
+        ("incomplete", Some(json!(run.cancelled))),
+        (
+            "input_length",
+            measured
+                .then(|| {
+                    mean_of(
+                        run.prompt_tokens_reported_mean
+                            .unwrap_or(run.prompt_tokens_requested_mean),
+                        "count",
+                    )
+                })
+                .flatten(),
+        ),
+        (
+            "output_length",
+            measured
+                .then(|| mean_of(run.output_tokens_mean, "count"))
+                .flatten(),
+        ),
+    ]);
+    let timed = run.window_s > 0.0;
+    let input_tokens_per_s = run.total_tokens_per_s - run.output_tokens_per_s;
+    let throughput = timed.then(|| {
+        object([
+            (
+                "input_token_rate",
+                (input_tokens_per_s >= 0.0)
+                    .then(|| mean_of(input_tokens_per_s, "tokens/s"))
+                    .flatten(),
+            ),
+            (
+                "output_token_rate",
+                mean_of(run.output_tokens_per_s, "tokens/s"),
+            ),
+            (
+                "total_token_rate",
+                mean_of(run.total_tokens_per_s, "tokens/s"),
+            ),
+            ("request_rate", mean_of(run.requests_per_s, "queries/s")),
+        ])
+    });
+    let aggregate = object([
+        ("requests", Some(requests)),
+        ("latency", Some(latency)),
+        ("throughput", throughput),
+    ]);
+    let sessions = (card.workload_profile.unit() != ArrivalUnit::Request).then(|| {
+        json!({ "sessions": object([
+            ("total", Some(json!(run.tasks + run.tasks_failed))),
+            ("succeeded", Some(json!(run.tasks))),
+            ("failed", Some(json!(run.tasks_failed))),
+            ("session_duration", run.task_e2e_ms.as_ref().and_then(|s| statistics(s, "ms"))),
+        ]) })
+    });
+    let components = component_label
+        .and_then(|label| server_metrics(run).map(|m| (label, m)))
+        .map(|(label, aggregate)| json!([{ "component_label": label, "aggregate": aggregate }]));
+    let observability = object([
+        ("components", components),
+        ("capcard", Some(capcard_block(report, card, run))),
+    ]);
+    object([
+        (
+            "request_performance",
+            Some(json!({ "aggregate": aggregate })),
+        ),
+        ("session_performance", sessions),
+        ("observability", Some(observability)),
+    ])
+}
+
+/// What the server's own metrics said over the window, as `ResourceMetrics`.
+fn server_metrics(run: &RunSummary) -> Option<Value> {
+    let server = run.server.as_ref().filter(|s| s.has_data())?;
+    let gauge = |mean: Option<f64>, max: Option<f64>, units: &str| {
+        let mean = num(mean?)?;
+        Some(object([
+            ("units", text(units)),
+            ("mean", Some(mean)),
+            ("max", max.and_then(num)),
+        ]))
+    };
+    let metrics = object([
+        (
+            "cache_hit_rate",
+            gauge(server.prefix_cache_hit_rate, None, "fraction"),
+        ),
+        (
+            "kv_cache_usage",
+            gauge(
+                server.kv_cache_usage_mean,
+                server.kv_cache_usage_max,
+                "fraction",
+            ),
+        ),
+        (
+            "running_requests",
+            gauge(
+                server.requests_running_mean,
+                server.requests_running_max,
+                "count",
+            ),
+        ),
+        (
+            "waiting_requests",
+            gauge(
+                server.requests_waiting_mean,
+                server.requests_waiting_max,
+                "count",
+            ),
+        ),
+    ]);
+    metrics
+        .as_object()
+        .is_some_and(|m| !m.is_empty())
+        .then_some(metrics)
+}
+
+/// Statistics keys the schema names, by capcard's percentile key.
+const PERCENTILES: &[(&str, &str)] = &[
+    ("p0.1", "p0p1"),
+    ("p1", "p1"),
+    ("p5", "p5"),
+    ("p10", "p10"),
+    ("p25", "p25"),
+    ("p75", "p75"),
+    ("p99.9", "p99p9"),
+];
+
+/// A latency distribution as `Statistics`; `None` when nothing was measured.
+fn statistics(stats: &LatencyStats, units: &str) -> Option<Value> {
+    if stats.count == 0 {
+        return None;
+    }
+    let mut out = Map::new();
+    out.insert("units".into(), json!(units));
+    out.insert("mean".into(), num(stats.mean)?);
+    for (key, value) in [
+        ("p50", stats.p50),
+        ("p90", stats.p90),
+        ("p95", stats.p95),
+        ("p99", stats.p99),
+        ("max", stats.max),
+    ] {
+        if let Some(v) = num(value) {
+            out.insert(key.into(), v);
+        }
+    }
+    for (ours, theirs) in PERCENTILES {
+        if let Some(v) = stats.extra.get(*ours).copied().and_then(num) {
+            out.insert((*theirs).into(), v);
+        }
+    }
+    Some(Value::Object(out))
+}
+
+fn mean_of(mean: f64, units: &str) -> Option<Value> {
+    Some(json!({ "units": units, "mean": num(mean)? }))
+}
+
+// ------------------------------------------------------------------ capcard
+
+/// The capacity quantities: `results.observability.capcard`.
+fn capcard_block(report: &CapacityReport, card: &Card, run: &RunSummary) -> Value {
+    let mode = mode_of(run);
+    let queries_are = match card.workload_profile.unit() {
+        ArrivalUnit::Request => "requests",
+        ArrivalUnit::Conversation => "conversations",
+        ArrivalUnit::AgentTask => "agent-tasks",
+    };
+    let slos: Vec<Value> = card
+        .slos
+        .iter()
+        .map(|slo| {
+            let clauses: Vec<Value> = slo
+                .clauses
+                .iter()
+                .map(|clause| {
+                    let (metric, stat, limit) = match clause {
+                        SloClause::Latency {
+                            metric,
+                            stat,
+                            limit,
+                        } => (
+                            metric.as_str(),
+                            Some(stat.key()),
+                            quantity(limit.as_secs_f64() * 1000.0, "ms"),
+                        ),
+                        SloClause::ErrorRate { max } => {
+                            ("error-rate", None, quantity(max.0, "fraction"))
+                        }
+                    };
+                    object([
+                        (
+                            "label",
+                            Some(json!(crate::analyze::slo::clause_label(clause))),
+                        ),
+                        ("metric", text(metric)),
+                        ("stat", stat.map(Value::String)),
+                        ("limit", limit),
+                    ])
+                })
+                .collect();
+            json!({ "name": slo.name, "clauses": clauses })
+        })
+        .collect();
+    let verdicts: Vec<Value> = run
+        .verdicts
+        .iter()
+        .map(|v| {
+            let clauses: Vec<Value> = v
+                .clauses
+                .iter()
+                .map(|c| {
+                    let observed = match (c.observed_ms, c.observed_fraction) {
+                        (Some(ms), _) => quantity(ms, "ms"),
+                        (None, Some(f)) => quantity(f, "fraction"),
+                        (None, None) => None,
+                    };
+                    object([
+                        ("label", Some(json!(c.label))),
+                        ("verdict", c.verdict.map(|v| json!(v.as_str()))),
+                        ("observed", observed),
+                        ("samples", Some(json!(c.samples))),
+                    ])
+                })
+                .collect();
+            object([
+                ("slo", Some(json!(v.slo))),
+                ("verdict", text(v.verdict.as_str())),
+                ("confidence", quantity(v.confidence, "fraction")),
+                ("clauses", Some(Value::Array(clauses))),
+                ("reasons", (!v.reasons.is_empty()).then(|| json!(v.reasons))),
+            ])
+        })
+        .collect();
+    let crossp = card.crossp.as_ref().map(|c| {
+        object([
+            ("measured_by", text(Mode::Closed.as_str())),
+            ("concurrency", quantity(f64::from(c.concurrency), "count")),
+            (
+                "zone",
+                range(
+                    Some(f64::from(c.zone[0])),
+                    Some(f64::from(c.zone[1])),
+                    "count",
+                ),
+            ),
+            ("metric", Some(json!(c.metric))),
+            ("stat", Some(json!(c.stat))),
+            ("delta_latency", quantity(c.delta_latency_pct, "percent")),
+            (
+                "delta_throughput",
+                quantity(c.delta_throughput_pct, "percent"),
+            ),
+        ])
+    });
+    let cr_closed = card.cr_closed.as_ref().map(|c| {
+        let pair = |p: [f64; 2], units: &str| range(Some(p[0]), Some(p[1]), units);
+        object([
+            ("measured_by", text(Mode::Closed.as_str())),
+            (
+                "range",
+                pair([f64::from(c.range[0]), f64::from(c.range[1])], "count"),
+            ),
+            ("output_token_rate", pair(c.output_tokens_per_s, "tokens/s")),
+            ("request_rate", pair(c.requests_per_s, "queries/s")),
+            ("ttft_p50", pair(c.ttft_p50_ms, "ms")),
+            ("ttft_p99", pair(c.ttft_p99_ms, "ms")),
+            ("e2e_p50", pair(c.e2e_p50_ms, "ms")),
+            (
+                "max_output_token_rate",
+                quantity(c.max_output_tokens_per_s, "tokens/s"),
+            ),
+            (
+                "max_at_concurrency",
+                quantity(f64::from(c.max_at_concurrency), "count"),
+            ),
+            ("fractions", pair(c.fractions, "fraction")),
+            ("saturated", Some(json!(c.saturated))),
+        ])
+    });
+    let cr_open: Vec<Value> = card
+        .cr_open
+        .iter()
+        .map(|c| {
+            object([
+                ("slo", Some(json!(c.slo))),
+                ("measured_by", text(Mode::Open.as_str())),
+                ("estimate", c.rps.and_then(|r| quantity(r, "queries/s"))),
+                ("range", range(c.range[0], c.range[1], "queries/s")),
+                (
+                    "promise",
+                    c.promise().and_then(|r| quantity(r, "queries/s")),
+                ),
+                (
+                    "confidence",
+                    c.confidence.and_then(|x| quantity(x, "fraction")),
+                ),
+                ("method", c.method.as_deref().and_then(text)),
+                ("bound_by", c.bound_by.as_deref().and_then(text)),
+                ("at_least", Some(json!(c.at_least))),
+                (
+                    "failed_at",
+                    c.failed_at_rps.and_then(|r| quantity(r, "queries/s")),
+                ),
+                ("run_id", c.run_id.as_deref().and_then(text)),
+                ("failed_run_id", c.failed_run_id.as_deref().and_then(text)),
+                ("note", c.note.as_deref().and_then(text)),
+            ])
+        })
+        .collect();
+    let load = match mode {
+        Mode::Open => object([
+            ("rate", run.rate_rps.and_then(|r| quantity(r, "queries/s"))),
+            (
+                "achieved_rate",
+                run.achieved_rps.and_then(|r| quantity(r, "queries/s")),
+            ),
+        ]),
+        Mode::Closed => object([(
+            "concurrency",
+            run.concurrency
+                .and_then(|c| quantity(f64::from(c), "count")),
+        )]),
+    };
+    object([
+        ("tool_version", Some(json!(report.tool_version))),
+        ("experiment", Some(json!(report.experiment))),
+        ("target", Some(json!(card.target))),
+        ("workload", Some(json!(card.workload))),
+        ("run_id", Some(json!(run.run_id))),
+        ("repetition", Some(json!(run.repetition.0))),
+        ("mode", text(mode.as_str())),
+        ("queries_are", text(queries_are)),
+        ("load", Some(load)),
+        ("window", quantity(run.window_s, "s")),
+        ("state", text(run.state.as_str())),
+        ("state_reason", run.state_reason.as_deref().and_then(text)),
+        ("clock", card.target_info.clock.as_deref().and_then(text)),
+        ("slos", Some(Value::Array(slos))),
+        (
+            "verdicts",
+            (!verdicts.is_empty()).then_some(Value::Array(verdicts)),
+        ),
+        ("crossp", crossp),
+        ("cr_closed", cr_closed),
+        (
+            "cr_open",
+            (!cr_open.is_empty()).then_some(Value::Array(cr_open)),
+        ),
+    ])
+}
+
+/// `{ "units": …, "value": … }`.
+fn quantity(value: f64, units: &str) -> Option<Value> {
+    Some(json!({ "units": units, "value": num(value)? }))
+}
+
+/// `{ "units": …, "low": …, "high": … }`; an unknown end is left out.
+fn range(low: Option<f64>, high: Option<f64>, units: &str) -> Option<Value> {
+    let (low, high) = (low.and_then(num), high.and_then(num));
+    (low.is_some() || high.is_some())
+        .then(|| object([("units", text(units)), ("low", low), ("high", high)]))
+}
+
+// ------------------------------------------------------------------ JSON
+
+/// An object of the entries whose value is known (serde_json's map sorts
+/// the keys).
+fn object<const N: usize>(entries: [(&str, Option<Value>); N]) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_string(), value?)))
+            .collect(),
+    )
+}
+
+fn text(s: &str) -> Option<Value> {
+    Some(Value::String(s.to_string()))
+}
+
+/// A number JSON can carry: NaN and infinities are unknown, not `null`.
+fn num(x: f64) -> Option<Value> {
+    x.is_finite().then(|| json!(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::json_schema::{ViolationKind, validate};
+
+    const SCHEMA: &str = include_str!("../../../tests/data/llmd/br_v0_2_1_json_schema.json");
+    const RESULTS: &str = include_str!("../../../tests/data/export-fixture/results.json");
+    const OPEN_JOURNAL: &[u8] =
+        include_bytes!("../../../tests/data/export-fixture/runs/tiny--chat--r19.700.jsonl");
+
+    fn schema() -> Value {
+        serde_json::from_str(SCHEMA).unwrap()
+    }
+
+    fn fixture() -> CapacityReport {
+        crate::report::parse_results_json(RESULTS).unwrap()
+    }
+
+    fn open_journal() -> Journal {
+        let mut journal = crate::exec::journal::parse_journal(OPEN_JOURNAL).unwrap();
+        // What `capcard export` passes: the ends only.
+        journal.requests.clear();
+        journal.tasks.clear();
+        journal
+    }
+
+    fn document(run_id: &str, ends: Option<&Journal>) -> Value {
+        let report = fixture();
+        let card = &report.cards[0];
+        let run = card
+            .closed
+            .iter()
+            .chain(&card.open)
+            .find(|r| r.run_id == run_id)
+            .unwrap();
+        benchmark_report(&report, card, run, ends)
+    }
+
+    fn violations(doc: &Value) -> Vec<String> {
+        validate(&schema(), doc)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// The units llm-d's pydantic models allow per statistic
+    /// (`schema_v0_2.py`'s `check_units`), which the JSON Schema does not
+    /// carry: by the statistic's key.
+    fn allowed_units(key: &str) -> Option<&'static [&'static str]> {
+        Some(match key {
+            "time_to_first_token" | "request_latency" | "session_duration" => &["ms", "s"],
+            "time_per_output_token"
+            | "inter_token_latency"
+            | "normalized_time_per_output_token" => &["ms/token", "s/token"],
+            "input_token_rate" | "output_token_rate" | "total_token_rate" => &["tokens/s"],
+            "request_rate" | "session_rate" => &["queries/s"],
+            "input_length" | "output_length" | "running_requests" | "waiting_requests" => {
+                &["count", "pixels"]
+            }
+            "cache_hit_rate" | "kv_cache_usage" => &["percent", "fraction"],
+            _ => return None,
+        })
+    }
+
+    /// Every statistic outside the capcard key in a unit its field allows,
+    /// and every unit inside it one of the schema's `Units`.
+    fn unit_errors(doc: &Value) -> Vec<String> {
+        let schema = schema();
+        let units: Vec<&str> = schema["$defs"]["Units"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut errors = Vec::new();
+        fn walk(
+            at: &str,
+            key: &str,
+            value: &Value,
+            in_capcard: bool,
+            units: &[&str],
+            errors: &mut Vec<String>,
+        ) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(unit) = map.get("units").and_then(Value::as_str) {
+                        if in_capcard {
+                            if !units.contains(&unit) {
+                                errors.push(format!("{at}: {unit} is not a schema unit"));
+                            }
+                        } else {
+                            match allowed_units(key) {
+                                Some(allowed) if allowed.contains(&unit) => {}
+                                Some(_) => errors.push(format!("{at}: {unit} not allowed")),
+                                None => errors.push(format!("{at}: no unit rule for {key}")),
+                            }
+                        }
+                    }
+                    for (k, v) in map {
+                        let inside = in_capcard || k == "capcard";
+                        walk(&format!("{at}/{k}"), k, v, inside, units, errors);
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, v) in items.iter().enumerate() {
+                        walk(&format!("{at}/{i}"), key, v, in_capcard, units, errors);
+                    }
+                }
+                _ => {}
+            }
+        }
+        walk("", "", doc, false, &units, &mut errors);
+        errors
+    }
+
+    #[test]
+    fn every_fixture_run_validates_against_the_published_schema() {
+        let report = fixture();
+        let card = &report.cards[0];
+        let journal = open_journal();
+        let mut runs = 0;
+        for run in card.closed.iter().chain(&card.open) {
+            for ends in [None, Some(&journal)] {
+                let doc = benchmark_report(&report, card, run, ends);
+                assert_eq!(violations(&doc), Vec::<String>::new(), "{}", run.run_id);
+                assert_eq!(unit_errors(&doc), Vec::<String>::new(), "{}", run.run_id);
+            }
+            runs += 1;
+        }
+        assert_eq!(runs, 5);
+    }
+
+    #[test]
+    fn the_validator_rejects_a_misspelled_key_in_a_closed_object() {
+        let mut doc = document("tiny--chat--r19.700", None);
+        assert!(violations(&doc).is_empty());
+        let latency = doc["results"]["request_performance"]["aggregate"]["latency"]
+            .as_object_mut()
+            .unwrap();
+        let ttft = latency.remove("time_to_first_token").unwrap();
+        latency.insert("time_to_first_tokens".into(), ttft);
+        let found = validate(&schema(), &doc);
+        assert!(
+            found.iter().any(|v| v.kind
+                == ViolationKind::Unexpected("time_to_first_tokens".into())
+                && v.at == "/results/request_performance/aggregate/latency"),
+            "{found:?}"
+        );
+        // A unit outside the schema's enum, and a required key missing.
+        let mut doc = document("tiny--chat--r19.700", None);
+        doc["results"]["request_performance"]["aggregate"]["latency"]["time_to_first_token"]["units"] =
+            json!("msec");
+        doc["scenario"]["load"]["standardized"]
+            .as_object_mut()
+            .unwrap()
+            .remove("source");
+        assert_eq!(violations(&doc).len(), 2, "{:?}", violations(&doc));
+        // The unit rules the JSON Schema cannot say: TPOT per token.
+        let mut doc = document("tiny--chat--r19.700", None);
+        doc["results"]["request_performance"]["aggregate"]["latency"]["time_per_output_token"]["units"] =
+            json!("ms");
+        assert_eq!(unit_errors(&doc).len(), 1);
+    }
+
+    #[test]
+    fn an_open_run_has_its_rate_and_latencies_in_the_schemas_units() {
+        let journal = open_journal();
+        let doc = document("tiny--chat--r19.700", Some(&journal));
+        let load = &doc["scenario"]["load"]["standardized"];
+        assert_eq!(load["rate_qps"], json!(19.7));
+        assert!(load.get("concurrency").is_none());
+        assert_eq!(load["tool"], json!("capcard"));
+        assert_eq!(load["source"], json!("random"));
+        assert_eq!(load["input_seq_len"]["distribution"], json!("other"));
+        assert_eq!(load["input_seq_len"]["min"], json!(16));
+        assert_eq!(load["output_seq_len"]["distribution"], json!("gaussian"));
+        assert_eq!(load["output_seq_len"]["value"], json!(32.0));
+        let latency = &doc["results"]["request_performance"]["aggregate"]["latency"];
+        let ttft = &latency["time_to_first_token"];
+        assert_eq!(ttft["units"], json!("ms"));
+        assert_eq!(ttft["p50"], json!(33.951));
+        assert_eq!(ttft["p99"], json!(126.207));
+        assert_eq!(latency["time_per_output_token"]["units"], json!("ms/token"));
+        assert_eq!(latency["inter_token_latency"]["units"], json!("ms/token"));
+        let requests = &doc["results"]["request_performance"]["aggregate"]["requests"];
+        assert_eq!(requests["total"], json!(153));
+        let throughput = &doc["results"]["request_performance"]["aggregate"]["throughput"];
+        assert_eq!(
+            throughput["request_rate"],
+            json!({ "units": "queries/s", "mean": 18.0 })
+        );
+        let run = &doc["run"];
+        assert_eq!(run["eid"], json!("export-fixture@2026-12-04T21:25:23.821Z"));
+        assert_eq!(
+            run["uid"],
+            json!("export-fixture@2026-12-04T21:25:23.821Z/tiny--chat--r19.700")
+        );
+        assert_eq!(run["time"]["start"], json!("2026-12-04T21:25:23.854Z"));
+        assert_eq!(run["time"]["end"], json!("2026-12-04T21:25:23.861Z"));
+        assert_eq!(run["time"]["duration"], json!("PT0.007S"));
+        let stack = &doc["scenario"]["stack"][0];
+        assert_eq!(stack["standardized"]["kind"], json!("generic"));
+        assert_eq!(stack["standardized"]["model"]["name"], json!("sim/tiny"));
+        assert_eq!(stack["standardized"]["replicas"], json!(1));
+        let server = &doc["results"]["observability"]["components"][0];
+        assert_eq!(server["component_label"], json!("tiny"));
+        assert_eq!(
+            server["aggregate"]["cache_hit_rate"],
+            json!({ "units": "fraction", "mean": 0.0 })
+        );
+    }
+
+    #[test]
+    fn a_closed_run_has_its_concurrency_and_no_rate() {
+        let doc = document("tiny--chat--c0016", None);
+        let load = &doc["scenario"]["load"]["standardized"];
+        assert_eq!(load["concurrency"], json!(16));
+        assert!(load.get("rate_qps").is_none());
+        let capcard = &doc["results"]["observability"]["capcard"];
+        assert_eq!(capcard["mode"], json!("closed"));
+        assert_eq!(
+            capcard["load"]["concurrency"],
+            json!({ "units": "count", "value": 16.0 })
+        );
+        assert!(capcard.get("verdicts").is_none());
+    }
+
+    #[test]
+    fn a_run_without_its_journal_has_no_times() {
+        let doc = document("tiny--chat--r19.700", None);
+        assert!(doc["run"].get("time").is_none());
+        assert!(
+            doc["scenario"]["load"]["standardized"]
+                .get("parallelism")
+                .is_none()
+        );
+        // The model still comes from the target's information.
+        assert_eq!(
+            doc["scenario"]["stack"][0]["standardized"]["model"]["name"],
+            json!("sim/tiny")
+        );
+    }
+
+    #[test]
+    fn the_capacity_quantities_live_under_observability_with_units() {
+        let doc = document("tiny--chat--r39.400", None);
+        let capcard = &doc["results"]["observability"]["capcard"];
+        assert_eq!(capcard["queries_are"], json!("requests"));
+        let interactive = &capcard["cr_open"][0];
+        assert_eq!(interactive["slo"], json!("interactive"));
+        assert_eq!(interactive["measured_by"], json!("open"));
+        assert_eq!(
+            interactive["range"],
+            json!({ "units": "queries/s", "low": 19.125, "high": 25.125 })
+        );
+        assert_eq!(capcard["cr_closed"]["measured_by"], json!("closed"));
+        assert_eq!(
+            capcard["cr_closed"]["range"],
+            json!({ "units": "count", "low": 16.0, "high": 16.0 })
+        );
+        assert_eq!(
+            capcard["slos"][1]["clauses"][1]["limit"]["units"],
+            json!("fraction")
+        );
+        let verdicts = capcard["verdicts"].as_array().unwrap();
+        assert_eq!(verdicts.len(), 2);
+        assert_eq!(verdicts[0]["confidence"]["units"], json!("fraction"));
+        // Overloaded: it failed its SLOs.
+        assert_eq!(capcard["state"], json!("overloaded"));
+        assert_eq!(verdicts[0]["verdict"], json!("fail"));
+    }
+
+    #[test]
+    fn unknown_engines_and_multi_call_rates_are_left_out() {
+        let mut report = fixture();
+        let card = &mut report.cards[0];
+        card.target_info.kind = "endpoint http://127.0.0.1:8000".into();
+        card.target_info.runtime = None;
+        let run = card.open[0].clone();
+        let doc = benchmark_report(&report, &report.cards[0], &run, None);
+        assert!(doc["scenario"].get("stack").is_none());
+        assert!(doc["results"]["observability"].get("components").is_none());
+        assert!(violations(&doc).is_empty(), "{:?}", violations(&doc));
+
+        let card = &mut report.cards[0];
+        card.workload_profile.conversation = Some(crate::config::Conversation {
+            turns: Dist::fixed(4.0),
+            think_time: Dist::fixed(1.0),
+        });
+        let doc = benchmark_report(&report, &report.cards[0], &run, None);
+        let load = &doc["scenario"]["load"]["standardized"];
+        assert!(load.get("rate_qps").is_none());
+        assert_eq!(
+            load["multi_turn"],
+            json!({
+                "enabled": true,
+                "max_turns": { "distribution": "fixed", "value": 4.0, "max": 4 }
+            })
+        );
+        let capcard = &doc["results"]["observability"]["capcard"];
+        assert_eq!(capcard["queries_are"], json!("conversations"));
+        assert_eq!(capcard["load"]["rate"]["value"], json!(19.7));
+        assert!(violations(&doc).is_empty(), "{:?}", violations(&doc));
+        assert!(unit_errors(&doc).is_empty(), "{:?}", unit_errors(&doc));
+    }
+
+    #[test]
+    fn iso_durations_and_ids_are_stable() {
+        assert_eq!(iso_duration(8.5), "PT8.5S");
+        assert_eq!(iso_duration(120.0), "PT120S");
+        assert_eq!(iso_duration(0.0071), "PT0.007S");
+        assert_eq!(cfg_id(&json!({})), cfg_id(&json!({})));
+        assert_ne!(cfg_id(&json!({ "a": 1 })), cfg_id(&json!({ "a": 2 })));
+        assert_eq!(
+            file_name("tiny--chat--r19.700"),
+            "benchmark_report_tiny--chat--r19.700.json"
+        );
+    }
 }
