@@ -14,6 +14,7 @@ mod e2e;
 mod engines;
 mod erlang_c;
 mod examples;
+mod export_llmd;
 mod init;
 mod mix;
 mod mmc;

@@ -8,7 +8,9 @@
 //!   a folder twice gives the same ids. `time.start` is the journal header's
 //!   `started_at`, `time.end` its footer's `finished_at`, `time.duration` the
 //!   two's difference as an ISO-8601 duration (`PT8.5S`); without the journal
-//!   (or its footer) they are left out. `description` is the experiment's.
+//!   (or its footer) they are left out. They are the wall clock of the
+//!   process: a run measured in virtual time says so in `capcard.clock`, and
+//!   its own length is `capcard.window`. `description` is the experiment's.
 //! - `scenario.load`: `standardized.tool` `"capcard"` and its version;
 //!   `source` `random` (prompts drawn from a vocabulary) or `sampled` (a
 //!   dataset or recorded sessions); `input_seq_len` and `output_seq_len` from
@@ -52,12 +54,15 @@
 //! whose pydantic model says "keep permissive — real reports include ad-hoc
 //! metric keys"; llm-d's own converters put a harness's extra results there).
 //! The capacity quantities are results of the whole run set, so they go in
-//! `results.observability.capcard`: the run's mode, the SLOs and this run's
-//! verdict on each, CrossP and Cr_closed (measured by closed loop), and
-//! Cr_open per SLO with its range (measured by open loop). Every number there
-//! is `{ "units": …, "value": … }` (a range: `low`/`high`), in the schema's
-//! unit names; `queries_are` says what a query counts (`requests`,
-//! `conversations` or `agent-tasks`), since capcard's rates count tasks.
+//! `results.observability.capcard`: the run's mode and load, the SLOs and
+//! this run's verdict on each (open runs), CrossP and Cr_closed, and Cr_open
+//! per SLO with its range, each with `measured_by`, the mode whose runs
+//! measured it (`closed`, `open`); one the card did not determine is absent.
+//! Every number there is `{ "units": …, "value": … }` (a range: `low`/`high`)
+//! in the schema's unit names; `queries_are` says what a query counts
+//! (`requests`, `conversations` or `agent-tasks`), since capcard's rates and
+//! concurrencies count tasks. The block repeats in every run's document, so
+//! each stands alone.
 //!
 //! # Left out, and why
 //!
@@ -609,7 +614,7 @@ fn capcard_block(report: &CapacityReport, card: &Card, run: &RunSummary) -> Valu
                         ("label", Some(json!(c.label))),
                         ("verdict", c.verdict.map(|v| json!(v.as_str()))),
                         ("observed", observed),
-                        ("samples", Some(json!(c.samples))),
+                        ("samples", quantity(c.samples as f64, "count")),
                     ])
                 })
                 .collect();
@@ -718,7 +723,6 @@ fn capcard_block(report: &CapacityReport, card: &Card, run: &RunSummary) -> Valu
         ("target", Some(json!(card.target))),
         ("workload", Some(json!(card.workload))),
         ("run_id", Some(json!(run.run_id))),
-        ("repetition", Some(json!(run.repetition.0))),
         ("mode", text(mode.as_str())),
         ("queries_are", text(queries_are)),
         ("load", Some(load)),
