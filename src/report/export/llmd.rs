@@ -12,15 +12,17 @@
 //!   process: a run measured in virtual time says so in `capcard.clock`, and
 //!   its own length is `capcard.window`. `description` is the experiment's.
 //! - `scenario.load`: `standardized.tool` `"capcard"` and its version;
-//!   `source` `random` (prompts drawn from a vocabulary) or `sampled` (a
-//!   dataset or recorded sessions); `input_seq_len` and `output_seq_len` from
-//!   the workload's declared law where it is `fixed`, `uniform` or `gaussian`,
-//!   otherwise `other` with the run's mean planned length as its value
-//!   (`output_seq_len` only when the length was enforced: the dialect forced
-//!   it, or no call came back short); `multi_turn`; `rate_qps` (open runs) or
-//!   `concurrency` (closed runs); `parallelism`, the load generator's shards,
-//!   from the journal header. `metadata.description` is the workload's name,
-//!   `native.config` the workload as capcard declared it.
+//!   `source` `random` (prompts drawn from a vocabulary), `sampled` (a
+//!   dataset or recorded sessions) or, for a mix of both, `unknown`;
+//!   `input_seq_len` and `output_seq_len` from the workload's declared law
+//!   where it is `fixed`, `uniform` or `gaussian` and draws every call (one
+//!   single-call workload), otherwise `other` with the run's mean planned
+//!   length as its value (`output_seq_len` only when the length was
+//!   enforced: the dialect forced it, or no call came back short);
+//!   `multi_turn`; `rate_qps` (open runs) or `concurrency` (closed runs);
+//!   `parallelism`, the load generator's shards, from the journal header.
+//!   `metadata.description` is the workload's name, `native.config` the
+//!   workloads as capcard declared them (a mix's classes) and the arrival.
 //! - `scenario.stack[0]`: the target, as a `generic` component with the
 //!   names of an inference engine's fields for what capcard knows:
 //!   `model.name` (the model sent), `replicas` 1 (a card measures one
@@ -91,7 +93,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::analyze::{CapacityReport, Card, LatencyStats, RunSummary};
-use crate::config::{ArrivalUnit, Dist, DistKind, SloClause};
+use crate::config::{ArrivalUnit, Dist, DistKind, SloClause, Workload};
 use crate::exec::record::Journal;
 use crate::plan::Mode;
 
@@ -184,17 +186,20 @@ fn load_section(
     run: &RunSummary,
     ends: Option<&Journal>,
 ) -> Value {
-    let workload = &card.workload_profile;
-    let single_call = workload.unit() == ArrivalUnit::Request;
-    let source = if workload.dataset.is_some() || workload.sessions.is_some() {
+    let drawn = Drawn::of(card);
+    let single_call = drawn.single_call();
+    let sampled = |w: &Workload| w.dataset.is_some() || w.sessions.is_some();
+    let source = if drawn.workloads.iter().all(|w| sampled(w)) {
         "sampled"
+    } else if drawn.workloads.iter().any(|w| sampled(w)) {
+        // A mix of drawn and recorded prompts has no one source.
+        "unknown"
     } else {
         "random"
     };
     let input = sequence_length(
-        &workload.input_tokens,
+        drawn.one_law(|w| &w.input_tokens),
         run.prompt_tokens_requested_mean,
-        single_call,
     );
     let force_length = ends
         .and_then(|j| j.header.as_ref())
@@ -204,24 +209,21 @@ fn load_section(
     let enforced = force_length || (run.requests > 0 && run.short_outputs == 0);
     let output = enforced.then(|| {
         sequence_length(
-            &workload.output_tokens,
+            drawn.one_law(|w| &w.output_tokens),
             run.output_tokens_requested_mean,
-            single_call,
         )
     });
-    let multi_turn = match workload.unit() {
-        ArrivalUnit::Request => json!({ "enabled": false }),
-        ArrivalUnit::Conversation => object([
-            ("enabled", Some(json!(true))),
-            (
-                "max_turns",
-                workload
-                    .conversation
-                    .as_ref()
-                    .and_then(|c| declared_length(&c.turns)),
-            ),
-        ]),
-        ArrivalUnit::AgentTask => json!({ "enabled": true }),
+    let multi_turn = if single_call {
+        json!({ "enabled": false })
+    } else {
+        let turns = match drawn.workloads[..] {
+            [one] => one
+                .conversation
+                .as_ref()
+                .and_then(|c| declared_length(&c.turns)),
+            _ => None,
+        };
+        object([("enabled", Some(json!(true))), ("max_turns", turns)])
     };
     // A rate or a concurrency of tasks is not one of queries: only
     // single-call workloads fill the standardized fields.
@@ -244,7 +246,7 @@ fn load_section(
         ("concurrency", concurrency.map(|c| json!(c))),
     ]);
     let native = object([
-        ("workload", serde_json::to_value(workload).ok()),
+        ("workloads", serde_json::to_value(&drawn.workloads).ok()),
         ("arrival", card.arrival.as_deref().and_then(text)),
     ]);
     object([
@@ -254,20 +256,67 @@ fn load_section(
     ])
 }
 
-/// A declared length law as a `SequenceLength`; `run_mean` stands for the
-/// primary value of a law that has none in the schema's terms (`other`), and
-/// of every law of a multi-call workload (its law is per message, a call
-/// carries the history).
-fn sequence_length(law: &Dist, run_mean: f64, single_call: bool) -> Value {
-    if single_call && let Some(declared) = declared_length(law) {
+/// The workloads a run draws its calls from: a mix's classes, or the card's
+/// one workload.
+struct Drawn<'a> {
+    workloads: Vec<&'a Workload>,
+}
+
+impl<'a> Drawn<'a> {
+    fn of(card: &'a Card) -> Drawn<'a> {
+        let workloads = match &card.mix {
+            Some(mix) if !mix.workloads.is_empty() => mix.workloads.iter().collect(),
+            _ => vec![&card.workload_profile],
+        };
+        Drawn { workloads }
+    }
+
+    /// Every task is one call: a rate or concurrency of tasks is one of
+    /// queries.
+    fn single_call(&self) -> bool {
+        self.workloads
+            .iter()
+            .all(|w| w.unit() == ArrivalUnit::Request)
+    }
+
+    /// The law of every call's length, when one law draws them all: one
+    /// single-call workload (a call of a conversation carries its history,
+    /// and a mix draws from several laws).
+    fn one_law(&self, law: impl Fn(&Workload) -> &Dist) -> Option<&'a Dist> {
+        match self.workloads[..] {
+            [one] if one.unit() == ArrivalUnit::Request => Some(law(one)),
+            _ => None,
+        }
+    }
+
+    /// What one task is, as `capcard.queries_are` names it.
+    fn task_name(&self) -> &'static str {
+        let name = |w: &Workload| match w.unit() {
+            ArrivalUnit::Request => "requests",
+            ArrivalUnit::Conversation => "conversations",
+            ArrivalUnit::AgentTask => "agent-tasks",
+        };
+        let first = self.workloads.first().map_or("requests", |w| name(w));
+        if self.workloads.iter().all(|w| name(w) == first) {
+            first
+        } else {
+            "tasks"
+        }
+    }
+}
+
+/// A length as a `SequenceLength`: its law's, when one law the schema names
+/// draws every call; otherwise `other`, with `run_mean` (the run's mean
+/// planned length) as its value and the law's clamps, if one law.
+fn sequence_length(law: Option<&Dist>, run_mean: f64) -> Value {
+    if let Some(declared) = law.and_then(declared_length) {
         return declared;
     }
-    let bounds = single_call.then_some(law);
     object([
         ("distribution", text("other")),
         ("value", num(run_mean.max(0.0)).or(Some(json!(0)))),
-        ("min", bounds.and_then(|l| whole(l.min, 0))),
-        ("max", bounds.and_then(|l| whole(l.upper_bound(), 1))),
+        ("min", law.and_then(|l| whole(l.min, 0))),
+        ("max", law.and_then(|l| whole(l.upper_bound(), 1))),
     ])
 }
 
@@ -303,7 +352,7 @@ fn whole(x: Option<f64>, least: u64) -> Option<Value> {
 fn stack_component(card: &Card, run: &RunSummary, ends: Option<&Journal>) -> Option<Value> {
     let info = &card.target_info;
     // The simulator answers with vLLM's metric names: its kind says what it is.
-    let tool = if info.kind.starts_with("sim") {
+    let tool = if info.kind.starts_with("sim ") {
         Some("capcard-sim".to_string())
     } else {
         run.server.as_ref().and_then(|s| s.engine.clone())
@@ -439,7 +488,7 @@ fn results_section(
         ("latency", Some(latency)),
         ("throughput", throughput),
     ]);
-    let sessions = (card.workload_profile.unit() != ArrivalUnit::Request).then(|| {
+    let sessions = (!Drawn::of(card).single_call()).then(|| {
         json!({ "sessions": object([
             ("total", Some(json!(run.tasks + run.tasks_failed))),
             ("succeeded", Some(json!(run.tasks))),
@@ -564,11 +613,7 @@ fn mean_of(mean: f64, units: &str) -> Option<Value> {
 /// The capacity quantities: `results.observability.capcard`.
 fn capcard_block(report: &CapacityReport, card: &Card, run: &RunSummary) -> Value {
     let mode = mode_of(run);
-    let queries_are = match card.workload_profile.unit() {
-        ArrivalUnit::Request => "requests",
-        ArrivalUnit::Conversation => "conversations",
-        ArrivalUnit::AgentTask => "agent-tasks",
-    };
+    let queries_are = Drawn::of(card).task_name();
     let slos: Vec<Value> = card
         .slos
         .iter()
@@ -1126,6 +1171,38 @@ mod tests {
         assert_eq!(capcard["load"]["concurrency"]["value"], json!(2.0));
         assert!(violations(&doc).is_empty(), "{:?}", violations(&doc));
         assert!(unit_errors(&doc).is_empty(), "{:?}", unit_errors(&doc));
+    }
+
+    #[test]
+    fn a_mix_has_no_one_length_law() {
+        let mut report = fixture();
+        let card = &mut report.cards[0];
+        let chat = card.workload_profile.clone();
+        let mut long = chat.clone();
+        long.name = "long".into();
+        long.input_tokens = Dist::fixed(2000.0);
+        card.mix = Some(crate::analyze::mix::MixCard {
+            plan: crate::plan::MixPlan {
+                mix: "production".into(),
+                weights: vec![1.0, 1.0],
+                declared: true,
+                classes: vec![],
+            },
+            workloads: vec![long, chat],
+            class_cr_open: vec![],
+        });
+        let run = report.cards[0].open[0].clone();
+        let doc = benchmark_report(&report, &report.cards[0], &run, None);
+        let load = &doc["scenario"]["load"]["standardized"];
+        // Not the first class's `fixed 2000`: the run's mean, and no clamps.
+        assert_eq!(
+            load["input_seq_len"],
+            json!({ "distribution": "other", "value": run.prompt_tokens_requested_mean })
+        );
+        assert_eq!(load["rate_qps"], json!(19.7));
+        let workloads = &doc["scenario"]["load"]["native"]["config"]["workloads"];
+        assert_eq!(workloads.as_array().unwrap().len(), 2);
+        assert!(violations(&doc).is_empty(), "{:?}", violations(&doc));
     }
 
     #[test]
