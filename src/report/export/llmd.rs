@@ -31,7 +31,8 @@
 //!   the engine whose metric names the telemetry matched; `tool_version` the
 //!   target's `runtime` line, verbatim. `metadata.label` is the target's
 //!   name, `cfg_id` a hash (FNV-1a 64) of the standardized part.
-//! - `results.request_performance.aggregate`: `requests` (`total` sent:
+//! - `results.request_performance.aggregate`, over the run's measured
+//!   window (after warmup) as the card counts it: `requests` (`total` sent:
 //!   succeeded, failed and cancelled; `failures`; `incomplete`, the
 //!   cancelled; mean prompt and output lengths in `count`); `latency` with
 //!   TTFT and request latency in `ms`, TPOT and ITL in `ms/token`, each with
@@ -429,9 +430,7 @@ fn results_section(
         ),
         (
             "inter_token_latency",
-            per_token_itl
-                .then(|| statistics(&run.itl_ms, "ms/token"))
-                .flatten(),
+            statistics(&run.itl_ms, "ms/token").filter(|_| per_token_itl),
         ),
         ("request_latency", statistics(&run.e2e_ms, "ms")),
     ]);
@@ -445,21 +444,17 @@ fn results_section(
         ("incomplete", Some(json!(run.cancelled))),
         (
             "input_length",
-            measured
-                .then(|| {
-                    mean_of(
-                        run.prompt_tokens_reported_mean
-                            .unwrap_or(run.prompt_tokens_requested_mean),
-                        "count",
-                    )
-                })
-                .flatten(),
+            // The server's count (usage) when it gave one: the truth.
+            mean_of(
+                run.prompt_tokens_reported_mean
+                    .unwrap_or(run.prompt_tokens_requested_mean),
+                "count",
+            )
+            .filter(|_| measured),
         ),
         (
             "output_length",
-            measured
-                .then(|| mean_of(run.output_tokens_mean, "count"))
-                .flatten(),
+            mean_of(run.output_tokens_mean, "count").filter(|_| measured),
         ),
     ]);
     let timed = run.window_s > 0.0;
@@ -468,9 +463,7 @@ fn results_section(
         object([
             (
                 "input_token_rate",
-                (input_tokens_per_s >= 0.0)
-                    .then(|| mean_of(input_tokens_per_s, "tokens/s"))
-                    .flatten(),
+                mean_of(input_tokens_per_s, "tokens/s").filter(|_| input_tokens_per_s >= 0.0),
             ),
             (
                 "output_token_rate",
