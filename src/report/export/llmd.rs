@@ -51,16 +51,20 @@
 //!
 //! # The `capcard` key
 //!
-//! The schema sets `additionalProperties: false` on every object but three:
-//! `Statistics` (one statistic), the `generic` stack component (a component
-//! without a class of its own), and `Observability` (`results.observability`,
-//! whose pydantic model says "keep permissive — real reports include ad-hoc
-//! metric keys"; llm-d's own converters put a harness's extra results there).
-//! The capacity quantities are results of the whole run set, so they go in
-//! `results.observability.capcard`: the run's mode and load, the SLOs and
-//! this run's verdict on each (open runs), CrossP and Cr_closed, and Cr_open
-//! per SLO with its range, each with `measured_by`, the mode whose runs
-//! measured it (`closed`, `open`); one the card did not determine is absent.
+//! The schema sets `additionalProperties: false` on every object definition
+//! but three: `Statistics` (one statistic), the `generic` stack component (a
+//! component without a class of its own), and `Observability`
+//! (`results.observability`, whose pydantic model says "keep permissive —
+//! real reports include ad-hoc metric keys"; llm-d's own converters put a
+//! harness's extra results there). Beside them only free-form slots take
+//! anything: the `native` `args`/`envars`/`config` of the load and of stack
+//! components (a tool's own configuration, an input) and `results.profiling`
+//! (a profiler's output). The capacity quantities are results of the run
+//! set, so they go in `results.observability.capcard`: the run's mode and
+//! load, the SLOs and this run's verdict on each (open runs), CrossP and
+//! Cr_closed, and Cr_open per SLO with its range, each with `measured_by`,
+//! the mode whose runs measured it (`closed`, `open`); one the card did not
+//! determine is absent. A unit test reads the open objects off the schema.
 //! Every number there is `{ "units": …, "value": … }` (a range: `low`/`high`)
 //! in the schema's unit names; `queries_are` says what a query counts
 //! (`requests`, `conversations` or `agent-tasks`), since capcard's rates and
@@ -962,6 +966,24 @@ mod tests {
             runs += 1;
         }
         assert_eq!(runs, 5);
+    }
+
+    #[test]
+    fn observability_is_the_one_open_results_object() {
+        let schema = schema();
+        let open: Vec<&str> = schema["$defs"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, def)| def["type"] == json!("object"))
+            .filter(|(_, def)| def.get("additionalProperties") != Some(&json!(false)))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(open, ["Generic", "Observability", "Statistics"]);
+        assert_eq!(
+            schema["$defs"]["Results"]["properties"]["observability"]["anyOf"][0]["$ref"],
+            json!("#/$defs/Observability")
+        );
     }
 
     #[test]
