@@ -15,6 +15,7 @@ mod engines;
 mod erlang_c;
 mod examples;
 mod export;
+mod export_llmd;
 mod html;
 mod init;
 mod mix;
