@@ -176,7 +176,7 @@ fn clause_bound(clause: &super::ClauseVerdict) -> Option<Bound> {
 
 /// One clause's crossing over all runs (`cr_open[].clauses[]` in
 /// results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClauseCrossing {
     /// `"ttft p90 ≤ 250ms"`.
     pub label: String,
@@ -206,7 +206,7 @@ pub struct ClauseCrossing {
 }
 
 /// One run's showing of one clause.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClausePoint {
     pub run_id: String,
     /// The realized arrival rate.

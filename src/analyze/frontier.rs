@@ -94,7 +94,7 @@ fn same_bound(a: f64, b: f64) -> bool {
 }
 
 /// One clause's frontier (`cards[].frontier[]` in results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Frontier {
     pub slo: String,
     /// The clause's label, e.g. `"ttft p99 ≤ 1s"`.
@@ -116,7 +116,7 @@ impl Frontier {
 /// One point of a frontier: a fitted crossing, or (a folder from before the
 /// fit) the largest measured rate that passes. In results.json a fitted
 /// point has `method`, a measured one `rps`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum FrontierPoint {
     Fitted(FittedPoint),
@@ -133,7 +133,7 @@ impl FrontierPoint {
 }
 
 /// The clause's crossing at one bound, fitted over all runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FittedPoint {
     /// A bound on the clause's statistic…
     pub bound_ms: f64,
@@ -157,7 +157,7 @@ pub struct FittedPoint {
 
 /// The largest measured rate that meets a bound (a folder from before the
 /// fit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeasuredPoint {
     /// A bound on the clause's statistic…
     pub bound_ms: f64,

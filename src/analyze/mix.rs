@@ -30,7 +30,7 @@ use super::{CrOpen, RunState, RunSummary};
 use crate::stats::interval::Verdict;
 
 /// One class of a mix run (`closed[].classes[]`, `open[].classes[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassSummary {
     pub class: String,
     pub workload: String,
@@ -76,7 +76,7 @@ pub struct ClassSummary {
 }
 
 /// What a mix card adds to a card (`cards[].mix`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixCard {
     /// The mix and this card's weights.
     pub plan: MixPlan,
@@ -88,7 +88,7 @@ pub struct MixCard {
 }
 
 /// What limits a mix's Cr_open (`cards[].cr_open[].limited_by`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LimitedBy {
     pub class: String,
     pub slo: Option<String>,

@@ -48,7 +48,19 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Which repetition of its level or rate a run is (1-based; 1 by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Repetition(pub u32);
 
@@ -65,7 +77,7 @@ impl Repetition {
 }
 
 /// What one run measured (one entry of `closed[]` or `open[]` in results.json).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSummary {
     pub run_id: String,
     pub mode: Option<Mode>,
@@ -231,7 +243,9 @@ pub struct RunSummary {
 }
 
 /// A run's steady state over its measured window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
     #[default]
@@ -251,7 +265,7 @@ impl RunState {
 }
 
 /// One kind of failure and how often it happened: the server's words.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorDetail {
     pub class: String,
     pub http_status: Option<u16>,
@@ -276,7 +290,7 @@ impl RunSummary {
 }
 
 /// CrossP: first level where ΔT% > ΔX% vs the previous level (SPEC §3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrossP {
     pub concurrency: u32,
     pub zone: [u32; 2],
@@ -288,7 +302,7 @@ pub struct CrossP {
 }
 
 /// Cr_closed: the knee of throughput vs concurrency, a range (SPEC §3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrClosed {
     pub range: [u32; 2],
     pub output_tokens_per_s: [f64; 2],
@@ -309,7 +323,7 @@ pub struct CrClosed {
 /// Cr_open for one SLO: from one model of every clause fitted across all
 /// open runs ([`cr_open`]), an estimate with a range at a stated
 /// confidence; `rps` is null when the runs do not place it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrOpen {
     pub slo: String,
     /// The estimate: where the fitted model of the binding clause meets its
@@ -374,7 +388,7 @@ impl CrOpen {
 }
 
 /// `repeat N`: how the capacity numbers spread over the repetitions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RepeatSpread {
     pub repetitions: u32,
     /// Per closed level: `[min, median, max]` over its repetitions.
@@ -387,7 +401,7 @@ pub struct RepeatSpread {
     pub cr_open: Vec<SloSpread>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelSpread {
     pub concurrency: u32,
     pub runs: u32,
@@ -396,14 +410,14 @@ pub struct LevelSpread {
     pub ttft_p50_ms: [f64; 3],
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloSpread {
     pub slo: String,
     pub rps: Vec<Option<f64>>,
 }
 
 /// One row of the sizing table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SizingRow {
     /// `"rps=150"`, `"output-tokens-per-s=500000"`.
     pub target: String,
@@ -423,7 +437,7 @@ pub struct SizingRow {
 }
 
 /// The `results.json` model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CapacityReport {
     /// Always `"capcard/results/v1"`.
     pub schema: String,
@@ -449,7 +463,7 @@ pub struct CapacityReport {
 }
 
 /// One card: one target × one workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Card {
     pub target: String,
     pub workload: String,
@@ -507,7 +521,7 @@ pub struct Card {
     pub wall_time: Option<wall_time::CardWallTime>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetInfo {
     /// `"endpoint http://..."` or `"sim h100-llama3-8b"`.
     pub kind: String,
@@ -561,7 +575,7 @@ pub struct TargetInfo {
     pub context_fit: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeasuredTokens {
     pub calls: u64,
     pub prompt_tokens_requested_mean: f64,

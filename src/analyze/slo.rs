@@ -39,7 +39,7 @@ use crate::stats::StatsAccumulator;
 use crate::stats::interval::{self, BATCHES, BatchCounts, BatchSums, Verdict};
 
 /// Whether a run met an SLO, and why (`open[].verdicts[]` in results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloVerdict {
     pub slo: String,
     pub verdict: Verdict,
@@ -87,7 +87,7 @@ impl SloVerdict {
 }
 
 /// One clause of an SLO on one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ClauseVerdict {
     /// `"ttft p99 ≤ 1s"`, `"error-rate ≤ 0.5%"`.
@@ -135,7 +135,7 @@ pub struct ClauseVerdict {
 
 /// One frontier bound of a percentile clause on one run: how many of each
 /// batch's samples (`ClauseBatches::samples`) were beyond `bound_ms`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct BoundBatches {
     pub bound_ms: f64,
@@ -145,7 +145,7 @@ pub struct BoundBatches {
 /// One clause's evidence per batch (time slice) of a run's measured window:
 /// how many samples, and how many were beyond the bound (a percentile, the
 /// error rate) or what they summed to (a mean, in ms).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ClauseBatches {
     pub samples: Vec<u64>,

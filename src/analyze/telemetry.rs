@@ -155,7 +155,7 @@ const FLAT: f64 = 0.9;
 
 /// What the server reported over one run's measured window. Every field is
 /// `None` when the engine does not expose it or no scrape succeeded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ServerSignals {
     /// `"vllm"`, `"sglang"`, `"tgi"` or `"llamacpp"`: whose names matched.

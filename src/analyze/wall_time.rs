@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `cards[].wall_time` in results.json.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CardWallTime {
     /// The plan's expected time for the card, in seconds; `None` when the
     /// plan has no such card.

@@ -14,6 +14,7 @@ pub mod export;
 mod fit_chart;
 pub mod json_schema;
 mod render;
+pub mod schema;
 pub mod settings_chart;
 mod view;
 
