@@ -195,7 +195,7 @@ pub struct ClauseCrossing {
     pub dispersion: f64,
     /// Where an isotonic (pool-adjacent-violators) fit crosses: the
     /// model-free check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub isotonic_rps: Option<f64>,
     /// `"fraction"`: the runs show the fraction beyond the bound, allowed
     /// up to `allowed`; `"mean_ms"`: the mean, allowed up to `allowed` ms.

@@ -151,7 +151,7 @@ pub struct FittedPoint {
     pub method: String,
     /// The fitted estimate, when making the frontier monotone in the bound
     /// moved it (see the module's docs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub unadjusted_rps: Option<f64>,
 }
 
@@ -164,7 +164,7 @@ pub struct MeasuredPoint {
     /// …and the largest measured rate that meets it (and every rate below).
     pub rps: f64,
     /// The run at this rate was inconclusive for its SLO.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub inconclusive: bool,
 }
 

@@ -121,7 +121,7 @@ pub struct ClauseVerdict {
     /// The clause's evidence per batch of the window, kept for the Cr_open
     /// fit across runs (`analyze::cr_open`); absent in folders written
     /// before it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub batches: Option<ClauseBatches>,
     /// A percentile clause: the samples beyond each *frontier bound* (the
     /// declared bound times each multiplier of
@@ -129,7 +129,7 @@ pub struct ClauseVerdict {
     /// for the SLO frontier's fit (`analyze::frontier`). The samples per
     /// batch are `batches.samples`. Empty for other clauses and in folders
     /// written before the fitted frontier.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub at_bounds: Vec<BoundBatches>,
 }
 
@@ -149,9 +149,9 @@ pub struct BoundBatches {
 #[serde(default)]
 pub struct ClauseBatches {
     pub samples: Vec<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub beyond: Vec<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub sums_ms: Vec<f64>,
 }
 

@@ -623,12 +623,17 @@ pub struct ReportRequest {
 
 /// `capcard report`: the folder's cards rendered again; their paths on `out`.
 pub fn report(request: &ReportRequest, out: &mut dyn Write) -> Outcome {
+    // Read before rerendering, which rewrites results.json.
+    let older = folder::older_results_note(&request.dir, request.out.is_none());
     match folder::rerender(
         &request.dir,
         request.template.as_deref(),
         request.out.as_deref(),
     ) {
         Ok(written) => {
+            if let Some(note) = older {
+                eprintln!("{note}");
+            }
             for path in written.cards.iter().chain(written.summary.iter()) {
                 writeln!(out, "{}", path.display())?;
             }

@@ -30,7 +30,9 @@ pub enum ViolationKind {
     Missing(String),
     /// A property the schema forbids (`additionalProperties: false`).
     Unexpected(String),
-    /// Anything else, in words: a wrong type, a value outside `enum`, …
+    /// A value of another type than the schema allows, in words.
+    WrongType(String),
+    /// Anything else, in words: a value outside `enum`, a broken bound, …
     Invalid(String),
     /// The schema asks for a check this validator does not make.
     Unsupported(String),
@@ -46,7 +48,9 @@ impl std::fmt::Display for Violation {
             ViolationKind::Unexpected(name) => {
                 write!(f, "{at}: property {name:?} is not allowed here")
             }
-            ViolationKind::Invalid(why) => write!(f, "{at}: {why}"),
+            ViolationKind::WrongType(why) | ViolationKind::Invalid(why) => {
+                write!(f, "{at}: {why}")
+            }
             ViolationKind::Unsupported(keyword) => {
                 write!(
                     f,
@@ -135,15 +139,14 @@ fn check(
             _ => vec![],
         };
         if !allowed.iter().any(|t| has_type(value, t)) {
-            invalid(
-                out,
-                at,
-                format!(
+            out.push(Violation {
+                at: at.clone(),
+                kind: ViolationKind::WrongType(format!(
                     "expected {}, found {}",
                     allowed.join(" or "),
                     type_name(value)
-                ),
-            );
+                )),
+            });
             // Further keywords would only repeat the type mismatch.
             return;
         }
@@ -199,8 +202,20 @@ fn check(
         match need {
             Need::All => out.extend(results.into_iter().flatten()),
             Need::Any if passing == 0 => {
-                // The branch that came closest says most about the mistake.
-                let closest = results.into_iter().min_by_key(Vec::len).unwrap_or_default();
+                // The branch that came closest says most about the mistake:
+                // one that takes the value's type (an object missing a
+                // field, under `anyOf: [{$ref}, {type: null}]`) before one
+                // that rejects the value outright, then the fewest
+                // violations.
+                let rejects_type = |violations: &[Violation]| {
+                    violations
+                        .iter()
+                        .any(|v| v.at == *at && matches!(v.kind, ViolationKind::WrongType(_)))
+                };
+                let closest = results
+                    .into_iter()
+                    .min_by_key(|r| (rejects_type(r), r.len()))
+                    .unwrap_or_default();
                 out.extend(closest);
             }
             Need::One if passing != 1 => invalid(
@@ -510,6 +525,33 @@ mod tests {
                 "/a~1b: expected null, found integer".to_string(),
                 "/c: unresolvable $ref \"#/$defs/Nope\"".to_string()
             ]
+        );
+    }
+
+    #[test]
+    fn any_of_reports_the_branch_that_takes_the_value_s_type() {
+        // An optional object (`anyOf: [{$ref}, {type: null}]`) missing two
+        // fields: the object branch's two violations, not the null branch's
+        // one "expected null".
+        let schema = json!({
+            "$defs": {"Wall": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "number"}},
+                "required": ["a", "b", "c"]
+            }},
+            "type": "object",
+            "properties": {"wall": {"anyOf": [{"$ref": "#/$defs/Wall"}, {"type": "null"}]}}
+        });
+        assert_eq!(
+            errors(schema.clone(), json!({"wall": {"a": 1}})),
+            vec![
+                "/wall: required property \"b\" is missing",
+                "/wall: required property \"c\" is missing"
+            ]
+        );
+        assert_eq!(
+            errors(schema, json!({"wall": "x"})),
+            vec!["/wall: expected object, found string"]
         );
     }
 }

@@ -15,7 +15,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use super::RESULTS_SCHEMA;
-use super::json_schema::{self, Violation};
+use super::json_schema::{self, Violation, ViolationKind};
 use crate::analyze::CapacityReport;
 
 /// Where the schema is committed, relative to the repository root.
@@ -64,7 +64,51 @@ pub fn schema_id() -> String {
 /// `results.json` of this version), by the strict validator in
 /// [`super::json_schema`].
 pub fn validate_results(document: &Value) -> Vec<Violation> {
-    json_schema::validate(&results_schema(), document)
+    json_schema::validate(cached_schema(), document)
+}
+
+/// The schema, generated once per process: every `results.json` read is
+/// checked against it (see [`missing_fields`]).
+fn cached_schema() -> &'static Value {
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(results_schema)
+}
+
+/// The `required` fields `document` lacks against [`results_schema`], as
+/// paths with array indices collapsed (`cards[].reuse`), sorted, each once.
+/// What a v1 `results.json` omitted; nothing for one this capcard wrote.
+pub fn missing_fields(document: &Value) -> Vec<String> {
+    let mut paths: Vec<String> = validate_results(document)
+        .into_iter()
+        .filter_map(|violation| match violation.kind {
+            ViolationKind::Missing(name) => Some(collapsed_path(&violation.at, &name)),
+            _ => None,
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// JSON pointer `/cards/0/open/2` and property `state` →
+/// `cards[].open[].state`: one path per field, whichever card or run lacks it.
+fn collapsed_path(pointer: &str, name: &str) -> String {
+    let mut path = String::new();
+    for segment in pointer.split('/').skip(1) {
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            path.push_str("[]");
+        } else {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(name);
+    path
 }
 
 /// [`results_schema`] as committed: pretty JSON with a trailing newline.
@@ -106,19 +150,106 @@ mod tests {
     }
 
     #[test]
+    fn missing_fields_collapse_indices_and_repeat_once() {
+        assert_eq!(collapsed_path("", "cards"), "cards");
+        assert_eq!(collapsed_path("/cards/0", "reuse"), "cards[].reuse");
+        assert_eq!(
+            collapsed_path("/cards/1/open/12", "state"),
+            "cards[].open[].state"
+        );
+        assert_eq!(collapsed_path("/limits/a~1b", "x"), "limits.a/b.x");
+    }
+
+    #[test]
     fn the_committed_results_fixtures_are_valid() {
-        let broken: Vec<String> = ["tests/data/export-fixture/results.json"]
-            .into_iter()
-            .flat_map(|path| {
-                validate_results(&fixture(path))
-                    .into_iter()
-                    .map(move |v| format!("  {path}: {v}"))
-            })
-            .collect();
+        let broken: Vec<String> = [
+            "tests/data/results-fixture.json",
+            "tests/data/export-fixture/results.json",
+            "tests/data/diff-a/results.json",
+            "tests/data/diff-b/results.json",
+        ]
+        .into_iter()
+        .flat_map(|path| {
+            validate_results(&fixture(path))
+                .into_iter()
+                .map(move |v| format!("  {path}: {v}"))
+        })
+        .collect();
         assert!(
             broken.is_empty(),
             "results fixtures break {SCHEMA_PATH}:\n{}",
             broken.join("\n")
         );
+    }
+
+    #[test]
+    fn validation_is_not_vacuous() {
+        let valid = fixture("tests/data/export-fixture/results.json");
+        let mut wrong_type = valid.clone();
+        wrong_type["cards"][0]["closed"][0]["requests"] = json!("many");
+        let mut unknown_state = valid.clone();
+        unknown_state["cards"][0]["open"][0]["state"] = json!("melted");
+        let mut missing = valid.clone();
+        if let Some(card) = missing["cards"][0].as_object_mut() {
+            card.remove("reuse");
+        }
+        let mut other_version = valid;
+        other_version["schema"] = json!("capcard/results/v1");
+        let said = |doc: &Value| -> Vec<String> {
+            validate_results(doc)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            said(&wrong_type),
+            ["/cards/0/closed/0/requests: expected integer, found string"]
+        );
+        let state = said(&unknown_state);
+        assert!(
+            state.len() == 1
+                && state[0].starts_with("/cards/0/open/0/state: \"melted\" is not one of"),
+            "{state:?}"
+        );
+        assert_eq!(
+            said(&missing),
+            ["/cards/0: required property \"reuse\" is missing"]
+        );
+        assert_eq!(
+            said(&other_version),
+            ["/schema: \"capcard/results/v1\" is not \"capcard/results/v2\""]
+        );
+    }
+
+    #[test]
+    fn a_v1_file_reads_as_the_v2_file_it_became_and_says_what_it_lacks() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| {
+            let text = std::fs::read_to_string(root.join(path)).expect("fixture readable");
+            crate::report::read_results_json(&text).expect("fixture reads")
+        };
+        let v1 = read("tests/data/results-fixture-v1.json");
+        let v2 = read("tests/data/results-fixture.json");
+        assert_eq!(v1.schema_version, "capcard/results/v1");
+        assert_eq!(v2.schema_version, RESULTS_SCHEMA);
+        assert!(v2.lacks.is_empty(), "{:?}", v2.lacks);
+        // Same figures: v2 only writes what v1 left out.
+        assert_eq!(v1.report, v2.report);
+        for field in [
+            "content_nonce",
+            "cards[].reuse",
+            "cards[].closed[].state",
+            "cards[].open[].ttft_ms.extra",
+        ] {
+            assert!(
+                v1.lacks.iter().any(|l| l == field),
+                "{field}: {:?}",
+                v1.lacks
+            );
+        }
+        let mut sorted = v1.lacks.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, v1.lacks, "sorted, each once");
     }
 }

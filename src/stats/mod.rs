@@ -61,7 +61,7 @@ pub struct LatencyStats {
     pub p99: f64,
     pub max: f64,
     /// Other percentiles an SLO asked for, keyed like `"p99.9"`, `"p75"`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub extra: BTreeMap<String, f64>,
 }
 
