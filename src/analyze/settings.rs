@@ -103,7 +103,7 @@ pub struct SettingRow {
     pub per_user_vs_replica: Vec<[f64; 2]>,
     /// Why it was not (fully) measured: `tune`'s reason, or the server's
     /// failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub note: Option<String>,
 }
 

@@ -83,6 +83,54 @@ const UNSUPPORTED: &[&str] = &[
     "$recursiveRef",
 ];
 
+/// Every keyword of [`UNSUPPORTED`] anywhere in `schema`, with the JSON
+/// pointer of the schema object that uses it: what [`validate`] would
+/// reject on some document, found without one. Property names (the keys of
+/// `properties`, `$defs`) and data (`const`, `enum`, `default`,
+/// `examples`) are not keywords and are not read as such.
+pub fn unsupported_keywords(schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    find_unsupported(schema, &mut String::new(), &mut out);
+    out
+}
+
+fn find_unsupported(schema: &Value, at: &mut String, out: &mut Vec<String>) {
+    match schema {
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&index.to_string());
+                find_unsupported(item, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (keyword, value) in map {
+                let len = at.len();
+                push_pointer(at, keyword);
+                if UNSUPPORTED.contains(&keyword.as_str()) {
+                    out.push(format!("{}: {keyword}", &at[..len]));
+                }
+                match keyword.as_str() {
+                    "const" | "enum" | "default" | "examples" => {}
+                    "properties" | "$defs" | "definitions" => {
+                        for (name, child) in value.as_object().into_iter().flatten() {
+                            let inner = at.len();
+                            push_pointer(at, name);
+                            find_unsupported(child, at, out);
+                            at.truncate(inner);
+                        }
+                    }
+                    _ => find_unsupported(value, at, out),
+                }
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Every violation of `schema` by `document` (empty: valid). `$ref`s are
 /// resolved as JSON pointers into `schema` itself (`#/$defs/Name`).
 pub fn validate(schema: &Value, document: &Value) -> Vec<Violation> {
@@ -552,6 +600,29 @@ mod tests {
         assert_eq!(
             errors(schema, json!({"wall": "x"})),
             vec!["/wall: expected object, found string"]
+        );
+    }
+
+    #[test]
+    fn unsupported_keywords_are_found_without_a_document() {
+        let schema = json!({
+            "$defs": {"Name": {"type": "string", "pattern": "^a"}},
+            "type": "object",
+            "properties": {
+                // A property called `pattern` is a name, not the keyword.
+                "pattern": {"type": "string", "const": {"if": 1}},
+                "list": {"type": "array", "items": {"anyOf": [{"contains": {}}, {"type": "null"}]}}
+            }
+        });
+        assert_eq!(
+            unsupported_keywords(&schema),
+            vec![
+                "/$defs/Name: pattern".to_string(),
+                "/properties/list/items/anyOf/0: contains".to_string()
+            ]
+        );
+        assert!(
+            unsupported_keywords(&json!({"type": "object", "properties": {"a": true}})).is_empty()
         );
     }
 }
