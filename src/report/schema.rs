@@ -81,7 +81,7 @@ pub fn missing_fields(document: &Value) -> Vec<String> {
     let mut paths: Vec<String> = validate_results(document)
         .into_iter()
         .filter_map(|violation| match violation.kind {
-            ViolationKind::Missing(name) => Some(collapsed_path(&violation.at, &name)),
+            ViolationKind::Missing(name) => Some(collapsed_path(document, &violation.at, &name)),
             _ => None,
         })
         .collect();
@@ -90,18 +90,23 @@ pub fn missing_fields(document: &Value) -> Vec<String> {
     paths
 }
 
-/// JSON pointer `/cards/0/open/2` and property `state` →
-/// `cards[].open[].state`: one path per field, whichever card or run lacks it.
-fn collapsed_path(pointer: &str, name: &str) -> String {
+/// JSON pointer `/cards/0/open/2` into `document` and property `state` →
+/// `cards[].open[].state`: one path per field, whichever card or run lacks
+/// it. Only array indices collapse (a map's key `"0"` stays).
+fn collapsed_path(document: &Value, pointer: &str, name: &str) -> String {
     let mut path = String::new();
+    let mut here = Some(document);
     for segment in pointer.split('/').skip(1) {
-        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+        let key = segment.replace("~1", "/").replace("~0", "~");
+        if let Some(Value::Array(items)) = here {
             path.push_str("[]");
+            here = key.parse::<usize>().ok().and_then(|i| items.get(i));
         } else {
             if !path.is_empty() {
                 path.push('.');
             }
-            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+            path.push_str(&key);
+            here = here.and_then(|v| v.get(&key));
         }
     }
     if !path.is_empty() {
@@ -161,13 +166,18 @@ mod tests {
 
     #[test]
     fn missing_fields_collapse_indices_and_repeat_once() {
-        assert_eq!(collapsed_path("", "cards"), "cards");
-        assert_eq!(collapsed_path("/cards/0", "reuse"), "cards[].reuse");
+        let doc = json!({
+            "cards": [{}, {"open": [{}, {}]}],
+            "limits": {"a/b": {}, "0": {}}
+        });
+        assert_eq!(collapsed_path(&doc, "", "cards"), "cards");
+        assert_eq!(collapsed_path(&doc, "/cards/0", "reuse"), "cards[].reuse");
         assert_eq!(
-            collapsed_path("/cards/1/open/12", "state"),
+            collapsed_path(&doc, "/cards/1/open/1", "state"),
             "cards[].open[].state"
         );
-        assert_eq!(collapsed_path("/limits/a~1b", "x"), "limits.a/b.x");
+        assert_eq!(collapsed_path(&doc, "/limits/a~1b", "x"), "limits.a/b.x");
+        assert_eq!(collapsed_path(&doc, "/limits/0", "x"), "limits.0.x");
     }
 
     #[test]
