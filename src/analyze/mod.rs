@@ -210,17 +210,17 @@ pub struct RunSummary {
     /// CrossP, Cr_closed or Cr_open (in open loop it is never a pass).
     #[serde(default)]
     pub invalid: bool,
-    /// What the server's own metrics said over the measured window; absent
+    /// What the server's own metrics said over the measured window; null
     /// when telemetry was off or the run had no scrape inside its window.
     #[serde(default)]
     pub server: Option<telemetry::ServerSignals>,
     /// What an ideal prefix cache would have served of the measured calls'
-    /// prompts (the journal footer's tally); absent in older or merged
+    /// prompts (the journal footer's tally); null in older or merged
     /// journals.
     #[serde(default)]
     pub reuse_potential: Option<crate::workload::reuse::ReuseTally>,
     /// `usage.prompt_tokens_details.cached_tokens` over the measured
-    /// successful calls that reported it; absent when none did (not 0).
+    /// successful calls that reported it; null when none did (not 0).
     #[serde(default)]
     pub cached_tokens: Option<reuse::CachedTokens>,
     /// Potential against realized reuse, and why they differ (set with the
@@ -502,7 +502,7 @@ pub struct Card {
     #[serde(default)]
     pub limits: BTreeMap<String, String>,
     /// Prefix reuse over the card's runs: potential against realized
-    /// ([`reuse::annotate_runs`]); absent when no run has a figure.
+    /// ([`reuse::annotate_runs`]); null when no run has a figure.
     #[serde(default)]
     pub reuse: Option<reuse::CardReuse>,
     /// The plan's expected and bound times beside the time the runs took
