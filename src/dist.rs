@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Values are in the base unit of the quantity: tokens, or seconds for
 /// times (`mean="4s"` is stored as 4.0). `min`/`max` clamp every draw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dist {
     pub kind: DistKind,
     pub min: Option<f64>,
@@ -102,7 +102,7 @@ impl Dist {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "dist", rename_all = "kebab-case")]
 pub enum DistKind {
     Fixed {

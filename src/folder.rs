@@ -266,6 +266,41 @@ impl ResultsFolder {
     }
 }
 
+/// What `capcard report` says of a folder whose results.json is of an
+/// older version than this capcard writes (`capcard/results/v1`): the
+/// version, the fields it lacks against the current one, and what became of
+/// it. `None` for a current, missing or unreadable results.json. The cards
+/// are recomputed from the journals either way, so what the old file lacks
+/// is filled from them; only its status is read from it. `rewritten`: the
+/// folder's results.json was written again (no `--out`).
+pub fn older_results_note(dir: &Path, rewritten: bool) -> Option<String> {
+    let text = fs::read_to_string(ResultsFolder::new(dir).results()).ok()?;
+    let parsed = report::read_results_json(&text).ok()?;
+    if parsed.schema_version == report::RESULTS_SCHEMA {
+        return None;
+    }
+    let lacks = if parsed.lacks.is_empty() {
+        "lacks no field".to_string()
+    } else {
+        format!(
+            "lacks {} field(s) of {}: {}",
+            parsed.lacks.len(),
+            report::RESULTS_SCHEMA,
+            parsed.lacks.join(", ")
+        )
+    };
+    let after = if rewritten {
+        format!("rewritten as {}", report::RESULTS_SCHEMA)
+    } else {
+        "left as it was".to_string()
+    };
+    Some(format!(
+        "note: results.json is {} and {lacks}; the report was recomputed from the journals \
+         (its status read from the old file) and results.json {after}",
+        parsed.schema_version
+    ))
+}
+
 /// A journal is finished when it has a footer and was not interrupted.
 pub fn journal_finished(journal: &Journal) -> bool {
     journal.footer.as_ref().is_some_and(|f| !f.interrupted)

@@ -7,7 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 /// A fraction in [0, 1] (written `"5%"` or `0.05`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Fraction(pub f64);
 

@@ -23,7 +23,7 @@ use super::{
 use crate::format::significant;
 
 /// The `schema` of `results.json`.
-pub const RESULTS_SCHEMA: &str = "capcard/results/v1";
+pub const RESULTS_SCHEMA: &str = "capcard/results/v2";
 
 /// Relative gap between reported and requested prompt tokens worth a note.
 const PROMPT_TOKEN_MISMATCH: f64 = 0.02;
@@ -1270,14 +1270,14 @@ mod tests {
             Some("2026-01-01T00:00:00Z".into()),
             None,
         );
-        assert_eq!(report.schema, "capcard/results/v1");
+        assert_eq!(report.schema, "capcard/results/v2");
         assert_eq!(report.experiment, "support-chat");
         assert_eq!(report.description.as_deref(), Some("Support chat"));
         assert_eq!(report.tool_version, TOOL_VERSION);
         assert_eq!(report.seed, 7);
         assert_eq!(report.status, "complete");
         let json = serde_json::to_value(&report).unwrap();
-        assert_eq!(json["schema"], "capcard/results/v1");
+        assert_eq!(json["schema"], "capcard/results/v2");
     }
 
     #[test]

@@ -176,7 +176,7 @@ fn clause_bound(clause: &super::ClauseVerdict) -> Option<Bound> {
 
 /// One clause's crossing over all runs (`cr_open[].clauses[]` in
 /// results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClauseCrossing {
     /// `"ttft p90 ≤ 250ms"`.
     pub label: String,
@@ -195,7 +195,7 @@ pub struct ClauseCrossing {
     pub dispersion: f64,
     /// Where an isotonic (pool-adjacent-violators) fit crosses: the
     /// model-free check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub isotonic_rps: Option<f64>,
     /// `"fraction"`: the runs show the fraction beyond the bound, allowed
     /// up to `allowed`; `"mean_ms"`: the mean, allowed up to `allowed` ms.
@@ -206,7 +206,7 @@ pub struct ClauseCrossing {
 }
 
 /// One run's showing of one clause.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClausePoint {
     pub run_id: String,
     /// The realized arrival rate.

@@ -94,7 +94,7 @@ fn same_bound(a: f64, b: f64) -> bool {
 }
 
 /// One clause's frontier (`cards[].frontier[]` in results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Frontier {
     pub slo: String,
     /// The clause's label, e.g. `"ttft p99 ≤ 1s"`.
@@ -116,7 +116,7 @@ impl Frontier {
 /// One point of a frontier: a fitted crossing, or (a folder from before the
 /// fit) the largest measured rate that passes. In results.json a fitted
 /// point has `method`, a measured one `rps`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum FrontierPoint {
     Fitted(FittedPoint),
@@ -133,7 +133,7 @@ impl FrontierPoint {
 }
 
 /// The clause's crossing at one bound, fitted over all runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FittedPoint {
     /// A bound on the clause's statistic…
     pub bound_ms: f64,
@@ -151,20 +151,20 @@ pub struct FittedPoint {
     pub method: String,
     /// The fitted estimate, when making the frontier monotone in the bound
     /// moved it (see the module's docs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub unadjusted_rps: Option<f64>,
 }
 
 /// The largest measured rate that meets a bound (a folder from before the
 /// fit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeasuredPoint {
     /// A bound on the clause's statistic…
     pub bound_ms: f64,
     /// …and the largest measured rate that meets it (and every rate below).
     pub rps: f64,
     /// The run at this rate was inconclusive for its SLO.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub inconclusive: bool,
 }
 

@@ -16,7 +16,7 @@ use super::settings::{BestSetting, SettingCrOpen, best_of, cr_open_cells};
 use super::{Card, RunSummary};
 
 /// The agent workloads of one target, side by side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HarnessComparison {
     pub target: String,
     pub rows: Vec<HarnessRow>,
@@ -26,7 +26,7 @@ pub struct HarnessComparison {
 }
 
 /// One agent workload (harness) on the target.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HarnessRow {
     pub workload: String,
     /// Tasks/s, one per SLO of the card.

@@ -30,23 +30,23 @@ use super::{CrOpen, RunState, RunSummary};
 use crate::stats::interval::Verdict;
 
 /// One class of a mix run (`closed[].classes[]`, `open[].classes[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassSummary {
     pub class: String,
     pub workload: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub slo: Option<String>,
     /// Planned share of arrivals (tasks).
     pub share: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub priority: Option<i64>,
     /// Open loop: this class's arrivals scheduled in the window, and their
     /// rate over it (tasks/s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub offered: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub rate_rps: Option<f64>,
     /// Measured calls that succeeded, and those that failed.
     pub requests: u64,
@@ -59,24 +59,24 @@ pub struct ClassSummary {
     pub itl_ms: LatencyStats,
     pub tpot_ms: LatencyStats,
     pub e2e_ms: LatencyStats,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub task_e2e_ms: Option<LatencyStats>,
     /// Open loop: the class's own SLO on its own calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub verdict: Option<SloVerdict>,
     /// Calls/s of this class that met its own SLO.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub goodput_rps: Option<f64>,
     /// The class's own keep-up (its arrivals and completions), with the
     /// whole run's backlog test.
     #[serde(default)]
     pub state: RunState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state_reason: Option<String>,
 }
 
 /// What a mix card adds to a card (`cards[].mix`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixCard {
     /// The mix and this card's weights.
     pub plan: MixPlan,
@@ -88,7 +88,7 @@ pub struct MixCard {
 }
 
 /// What limits a mix's Cr_open (`cards[].cr_open[].limited_by`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LimitedBy {
     pub class: String,
     pub slo: Option<String>,

@@ -31,7 +31,9 @@ const NOTHING: f64 = 0.02;
 const KV_FULL: f64 = 0.9;
 
 /// `usage.prompt_tokens_details.cached_tokens` over a run's measured calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct CachedTokens {
     /// Successful measured calls that reported it.
     pub calls: u64,
@@ -56,7 +58,7 @@ pub struct ServerRealized {
 }
 
 /// One run's reuse: potential, realized, and why they differ.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RunReuse {
     /// Share (0–1) of the measured prompt tokens an ideal prefix cache
@@ -258,7 +260,7 @@ fn reasons(run: &RunSummary, reuse: &RunReuse, routing: &Routing) -> Vec<String>
 
 /// A card's reuse: every run's tallies added up (token-weighted), and the
 /// runs whose realized share fell well short, with why.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct CardReuse {
     pub potential: Option<f64>,

@@ -11,7 +11,7 @@ use crate::config::Experiment;
 
 /// What happened to an engine capcard launched for a target
 /// (`servers/<target>.json` in the results folder).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerRecord {
     /// The command, as run (placeholders filled).
     pub command: Vec<String>,
@@ -34,7 +34,7 @@ pub struct ServerRecord {
 }
 
 /// How a launched engine fared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerStatus {
     /// Started; its cards are being measured.
@@ -64,7 +64,7 @@ impl ServerStatus {
 }
 
 /// The settings of one swept target on one workload, side by side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SettingsComparison {
     /// The target as written (`vllm`).
     pub target: String,
@@ -77,7 +77,7 @@ pub struct SettingsComparison {
 }
 
 /// One setting's card, in a line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SettingRow {
     /// The expanded target (`vllm[max-num-seqs=128]`).
     pub target: String,
@@ -103,12 +103,12 @@ pub struct SettingRow {
     pub per_user_vs_replica: Vec<[f64; 2]>,
     /// Why it was not (fully) measured: `tune`'s reason, or the server's
     /// failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub note: Option<String>,
 }
 
 /// Cr_open of one setting for one SLO.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SettingCrOpen {
     pub slo: String,
     pub rps: Option<f64>,
@@ -117,7 +117,7 @@ pub struct SettingCrOpen {
 }
 
 /// The best setting for one SLO, and whether the runner-up is within noise.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BestSetting {
     pub slo: String,
     pub target: String,

@@ -39,7 +39,7 @@ use crate::stats::StatsAccumulator;
 use crate::stats::interval::{self, BATCHES, BatchCounts, BatchSums, Verdict};
 
 /// Whether a run met an SLO, and why (`open[].verdicts[]` in results.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloVerdict {
     pub slo: String,
     pub verdict: Verdict,
@@ -87,7 +87,7 @@ impl SloVerdict {
 }
 
 /// One clause of an SLO on one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ClauseVerdict {
     /// `"ttft p99 ≤ 1s"`, `"error-rate ≤ 0.5%"`.
@@ -121,7 +121,7 @@ pub struct ClauseVerdict {
     /// The clause's evidence per batch of the window, kept for the Cr_open
     /// fit across runs (`analyze::cr_open`); absent in folders written
     /// before it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub batches: Option<ClauseBatches>,
     /// A percentile clause: the samples beyond each *frontier bound* (the
     /// declared bound times each multiplier of
@@ -129,13 +129,13 @@ pub struct ClauseVerdict {
     /// for the SLO frontier's fit (`analyze::frontier`). The samples per
     /// batch are `batches.samples`. Empty for other clauses and in folders
     /// written before the fitted frontier.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub at_bounds: Vec<BoundBatches>,
 }
 
 /// One frontier bound of a percentile clause on one run: how many of each
 /// batch's samples (`ClauseBatches::samples`) were beyond `bound_ms`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct BoundBatches {
     pub bound_ms: f64,
@@ -145,13 +145,13 @@ pub struct BoundBatches {
 /// One clause's evidence per batch (time slice) of a run's measured window:
 /// how many samples, and how many were beyond the bound (a percentile, the
 /// error rate) or what they summed to (a mean, in ms).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ClauseBatches {
     pub samples: Vec<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub beyond: Vec<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub sums_ms: Vec<f64>,
 }
 
@@ -882,10 +882,10 @@ mod tests {
             "the failures"
         );
         assert_eq!(batches.beyond.iter().sum::<u64>(), beyond(60.0));
-        // A mean has no frontier; the field stays out of results.json.
+        // A mean has no frontier; results.json (v2) writes it empty.
         assert!(v.clauses[1].at_bounds.is_empty());
         let json = serde_json::to_string(&v.clauses[1]).expect("serializes");
-        assert!(!json.contains("at_bounds"), "{json}");
+        assert!(json.contains("\"at_bounds\":[]"), "{json}");
         // A clause from before the frontier's evidence still reads.
         let old: ClauseVerdict =
             serde_json::from_str(r#"{"label": "ttft p90 ≤ 60ms", "samples": 3}"#).expect("parses");

@@ -155,57 +155,57 @@ const FLAT: f64 = 0.9;
 
 /// What the server reported over one run's measured window. Every field is
 /// `None` when the engine does not expose it or no scrape succeeded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ServerSignals {
     /// `"vllm"`, `"sglang"`, `"tgi"` or `"llamacpp"`: whose names matched.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub engine: Option<String>,
     /// Scrapes attempted inside the window, and how many failed.
     pub scrapes: u64,
     pub failed_scrapes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub requests_running_mean: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub requests_running_max: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub requests_waiting_mean: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub requests_waiting_max: Option<f64>,
     /// Least-squares slope of waiting requests over the window: > 0 is a
     /// growing queue.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub requests_waiting_trend_per_s: Option<f64>,
     /// KV-cache usage, fraction 0–1.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub kv_cache_usage_mean: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub kv_cache_usage_max: Option<f64>,
     /// Fraction 0–1 of prompt tokens served from the prefix cache.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub prefix_cache_hit_rate: Option<f64>,
     /// Prompt tokens found in the prefix cache during the window (vLLM's
     /// `prefix_cache_hits` counter's increase); `None`: not exposed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub prefix_cache_hit_tokens: Option<f64>,
     /// Prompt tokens looked up in it (`prefix_cache_queries`' increase).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub prefix_cache_query_tokens: Option<f64>,
     /// Preemptions during the window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub preemptions: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub prompt_tokens_per_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub generation_tokens_per_s: Option<f64>,
     /// Requests the server finished during the window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub server_requests: Option<f64>,
     /// Output tokens the server generated during the window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub server_generation_tokens: Option<f64>,
     /// Means of gauges capcard does not map, by series key.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub raw: BTreeMap<String, f64>,
 }
 

@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `cards[].wall_time` in results.json.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CardWallTime {
     /// The plan's expected time for the card, in seconds; `None` when the
     /// plan has no such card.
@@ -35,16 +35,12 @@ pub struct CardWallTime {
     /// The runs (journals, extensions included) summed in `actual_s`.
     pub runs: u32,
     /// Journals without a finish time (no footer), not in `actual_s`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub runs_without_finish: u32,
     /// Virtual-time cards: the runs' simulated time, summed, in seconds —
     /// what the planned figures are in. `None` on the wall clock.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub simulated_s: Option<f64>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// What one journal says about its run's time.

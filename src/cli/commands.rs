@@ -629,24 +629,34 @@ pub struct ReportRequest {
 /// as one page); the paths written on `out`.
 pub fn report(request: &ReportRequest, out: &mut dyn Write) -> Outcome {
     if request.html {
+        // The page is recomputed from the journals; results.json stays.
+        let older = folder::older_results_note(&request.dir, false);
         return match folder::write_html(
             &request.dir,
             request.template.as_deref(),
             request.out.as_deref(),
         ) {
             Ok(path) => {
+                if let Some(note) = older {
+                    eprintln!("{note}");
+                }
                 writeln!(out, "{}", path.display())?;
                 Ok(Exit::Success)
             }
             Err(e) => Ok(fail(e, Exit::Invalid)),
         };
     }
+    // Read before rerendering, which rewrites results.json.
+    let older = folder::older_results_note(&request.dir, request.out.is_none());
     match folder::rerender(
         &request.dir,
         request.template.as_deref(),
         request.out.as_deref(),
     ) {
         Ok(written) => {
+            if let Some(note) = older {
+                eprintln!("{note}");
+            }
             for path in written.cards.iter().chain(written.summary.iter()) {
                 writeln!(out, "{}", path.display())?;
             }

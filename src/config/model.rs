@@ -378,7 +378,7 @@ pub struct Cost {
 // ---------------------------------------------------------------- workloads
 
 /// A data profile: how requests look.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Workload {
     pub name: String,
     #[serde(skip)]
@@ -409,7 +409,7 @@ pub struct Workload {
 ///
 /// The file is read and parsed when the experiment is loaded from disk
 /// ([`crate::config::load`]); `data` holds the parsed trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionsSpec {
     /// As resolved against the experiment's directory.
     pub path: PathBuf,
@@ -435,7 +435,7 @@ impl SessionsSpec {
 ///
 /// The file is read and checked when the experiment is loaded from disk
 /// ([`crate::config::load`]); `loaded` holds it, shared by every call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolsSpec {
     /// As resolved against the experiment's directory.
     pub path: PathBuf,
@@ -454,7 +454,7 @@ pub struct ToolsSpec {
 /// The file is read and parsed when the experiment is loaded from disk
 /// ([`crate::config::load`]); `data` holds the parsed records (filtered by
 /// `max_input_tokens`), shared by every task generator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DatasetSpec {
     /// As resolved against the experiment's directory.
     pub path: PathBuf,
@@ -474,7 +474,9 @@ pub struct DatasetSpec {
 }
 
 /// Order in which dataset records become tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sample {
     /// Task `i` = record `π(i mod n)` for a permutation `π` seeded by the run's seed.
@@ -524,7 +526,7 @@ pub enum ArrivalUnit {
 
 /// `shared-prefix tokens=400 groups=4`: the first `tokens` of every prompt are
 /// one of `groups` fixed prefixes (system prompts), chosen uniformly per task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SharedPrefix {
     pub tokens: u32,
     pub groups: u32,
@@ -533,7 +535,7 @@ pub struct SharedPrefix {
 /// `conversation { turns ...; think-time ... }`: multi-turn chat. Each turn
 /// re-sends the whole history (previous prompts and answers) plus a new user
 /// message whose length is drawn from `input-tokens`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Conversation {
     /// Number of turns (rounded, at least 1).
     pub turns: Dist,
@@ -542,7 +544,7 @@ pub struct Conversation {
 }
 
 /// `agent { ... }`: one task = a loop of LLM calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Agent {
     /// Sequential steps per task (rounded, at least 1).
     pub steps: Dist,
@@ -559,7 +561,7 @@ pub use crate::dist::{Dist, DistKind};
 // ---------------------------------------------------------------- SLOs
 
 /// `slo "name" { ... }`: every clause must hold.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Slo {
     pub name: String,
     #[serde(skip)]
@@ -567,7 +569,7 @@ pub struct Slo {
     pub clauses: Vec<SloClause>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "clause", rename_all = "kebab-case")]
 pub enum SloClause {
     /// e.g. `ttft p99="1s"` → Latency { Ttft, Percentile(99), 1s }.
@@ -575,13 +577,26 @@ pub enum SloClause {
         metric: LatencyMetric,
         stat: Stat,
         #[serde(with = "duration_secs")]
+        #[schemars(with = "f64")]
         limit: Duration,
     },
     /// `error-rate max="0.5%"`.
     ErrorRate { max: Fraction },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LatencyMetric {
     /// Time to the first generated token (reasoning, content or tool call).
@@ -727,7 +742,7 @@ pub enum StopRule {
     TraceEnd,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrossPSpec {
     pub metric: LatencyMetric,
     pub stat: Stat,
@@ -742,7 +757,7 @@ impl Default for CrossPSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KneeSpec {
     /// Lower end of Cr_closed: smallest level with X ≥ lower·X_max.
     pub lower: f64,

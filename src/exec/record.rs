@@ -72,7 +72,7 @@ pub struct RunHeader {
 
 /// The request dialect a target was found to accept, as every call of the
 /// run sent it: settled by the preflight, never silently.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dialect {
     /// The body field that carries the output length:
     /// `max_completion_tokens` (chat) or `max_tokens`.
@@ -314,7 +314,7 @@ impl RequestRecord {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TokenSource {
     /// The server's `usage.completion_tokens`.
@@ -326,7 +326,19 @@ pub enum TokenSource {
 }
 
 /// Why a call failed. Every failure is counted by class, none aborts a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorClass {
     /// TCP connect refused / DNS / TLS.
@@ -440,7 +452,7 @@ pub struct RunFooter {
 
 /// Why an open run was ended once it was decisively beyond its SLOs (a
 /// sequential one-sided binomial test, [`crate::stats::sequential`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DecisiveStop {
     /// When starting stopped, ms since t0.
     pub at_ms: f64,
@@ -451,7 +463,7 @@ pub struct DecisiveStop {
 }
 
 /// One clause a run was decisively beyond, as the deciding look saw it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DecisiveClause {
     pub slo: String,
     /// `"ttft p90 ≤ 250ms"`.
@@ -485,7 +497,7 @@ pub trait RunWatch: Send {
 }
 
 /// Why a run that could only measure a failure was ended early.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EarlyStop {
     /// The rule, as the card states it.
     pub rule: String,

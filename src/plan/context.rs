@@ -28,7 +28,7 @@ use crate::workload::{CallSpec, Task, TaskGenerator, TaskSpec};
 pub const CONTEXT_SAMPLE_TASKS: u64 = 2_000;
 
 /// The longest prompt + output a target accepts, and who said so.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextWindow {
     pub tokens: u32,
     /// `"sim preset h100-llama3-8b"`, `"max-context"`, `"server: GET /v1/models max_model_len"`.

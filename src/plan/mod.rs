@@ -151,7 +151,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// Closed or open loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Closed,
@@ -168,7 +168,7 @@ impl Mode {
 }
 
 /// A mix at one weight setting: what a run of its card sends.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixPlan {
     /// The `mix` block's name.
     pub mix: String,
@@ -181,7 +181,7 @@ pub struct MixPlan {
 }
 
 /// One class of a [`MixPlan`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassPlan {
     pub name: String,
     pub workload: String,

@@ -30,7 +30,9 @@ pub enum ViolationKind {
     Missing(String),
     /// A property the schema forbids (`additionalProperties: false`).
     Unexpected(String),
-    /// Anything else, in words: a wrong type, a value outside `enum`, …
+    /// A value of another type than the schema allows, in words.
+    WrongType(String),
+    /// Anything else, in words: a value outside `enum`, a broken bound, …
     Invalid(String),
     /// The schema asks for a check this validator does not make.
     Unsupported(String),
@@ -46,7 +48,9 @@ impl std::fmt::Display for Violation {
             ViolationKind::Unexpected(name) => {
                 write!(f, "{at}: property {name:?} is not allowed here")
             }
-            ViolationKind::Invalid(why) => write!(f, "{at}: {why}"),
+            ViolationKind::WrongType(why) | ViolationKind::Invalid(why) => {
+                write!(f, "{at}: {why}")
+            }
             ViolationKind::Unsupported(keyword) => {
                 write!(
                     f,
@@ -78,6 +82,54 @@ const UNSUPPORTED: &[&str] = &[
     "$dynamicRef",
     "$recursiveRef",
 ];
+
+/// Every keyword of [`UNSUPPORTED`] anywhere in `schema`, with the JSON
+/// pointer of the schema object that uses it: what [`validate`] would
+/// reject on some document, found without one. Property names (the keys of
+/// `properties`, `$defs`) and data (`const`, `enum`, `default`,
+/// `examples`) are not keywords and are not read as such.
+pub fn unsupported_keywords(schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    find_unsupported(schema, &mut String::new(), &mut out);
+    out
+}
+
+fn find_unsupported(schema: &Value, at: &mut String, out: &mut Vec<String>) {
+    match schema {
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&index.to_string());
+                find_unsupported(item, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (keyword, value) in map {
+                let len = at.len();
+                push_pointer(at, keyword);
+                if UNSUPPORTED.contains(&keyword.as_str()) {
+                    out.push(format!("{}: {keyword}", &at[..len]));
+                }
+                match keyword.as_str() {
+                    "const" | "enum" | "default" | "examples" => {}
+                    "properties" | "$defs" | "definitions" => {
+                        for (name, child) in value.as_object().into_iter().flatten() {
+                            let inner = at.len();
+                            push_pointer(at, name);
+                            find_unsupported(child, at, out);
+                            at.truncate(inner);
+                        }
+                    }
+                    _ => find_unsupported(value, at, out),
+                }
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
 
 /// Every violation of `schema` by `document` (empty: valid). `$ref`s are
 /// resolved as JSON pointers into `schema` itself (`#/$defs/Name`).
@@ -135,15 +187,14 @@ fn check(
             _ => vec![],
         };
         if !allowed.iter().any(|t| has_type(value, t)) {
-            invalid(
-                out,
-                at,
-                format!(
+            out.push(Violation {
+                at: at.clone(),
+                kind: ViolationKind::WrongType(format!(
                     "expected {}, found {}",
                     allowed.join(" or "),
                     type_name(value)
-                ),
-            );
+                )),
+            });
             // Further keywords would only repeat the type mismatch.
             return;
         }
@@ -199,8 +250,20 @@ fn check(
         match need {
             Need::All => out.extend(results.into_iter().flatten()),
             Need::Any if passing == 0 => {
-                // The branch that came closest says most about the mistake.
-                let closest = results.into_iter().min_by_key(Vec::len).unwrap_or_default();
+                // The branch that came closest says most about the mistake:
+                // one that takes the value's type (an object missing a
+                // field, under `anyOf: [{$ref}, {type: null}]`) before one
+                // that rejects the value outright, then the fewest
+                // violations.
+                let rejects_type = |violations: &[Violation]| {
+                    violations
+                        .iter()
+                        .any(|v| v.at == *at && matches!(v.kind, ViolationKind::WrongType(_)))
+                };
+                let closest = results
+                    .into_iter()
+                    .min_by_key(|r| (rejects_type(r), r.len()))
+                    .unwrap_or_default();
                 out.extend(closest);
             }
             Need::One if passing != 1 => invalid(
@@ -510,6 +573,56 @@ mod tests {
                 "/a~1b: expected null, found integer".to_string(),
                 "/c: unresolvable $ref \"#/$defs/Nope\"".to_string()
             ]
+        );
+    }
+
+    #[test]
+    fn any_of_reports_the_branch_that_takes_the_value_s_type() {
+        // An optional object (`anyOf: [{$ref}, {type: null}]`) missing two
+        // fields: the object branch's two violations, not the null branch's
+        // one "expected null".
+        let schema = json!({
+            "$defs": {"Wall": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "number"}},
+                "required": ["a", "b", "c"]
+            }},
+            "type": "object",
+            "properties": {"wall": {"anyOf": [{"$ref": "#/$defs/Wall"}, {"type": "null"}]}}
+        });
+        assert_eq!(
+            errors(schema.clone(), json!({"wall": {"a": 1}})),
+            vec![
+                "/wall: required property \"b\" is missing",
+                "/wall: required property \"c\" is missing"
+            ]
+        );
+        assert_eq!(
+            errors(schema, json!({"wall": "x"})),
+            vec!["/wall: expected object, found string"]
+        );
+    }
+
+    #[test]
+    fn unsupported_keywords_are_found_without_a_document() {
+        let schema = json!({
+            "$defs": {"Name": {"type": "string", "pattern": "^a"}},
+            "type": "object",
+            "properties": {
+                // A property called `pattern` is a name, not the keyword.
+                "pattern": {"type": "string", "const": {"if": 1}},
+                "list": {"type": "array", "items": {"anyOf": [{"contains": {}}, {"type": "null"}]}}
+            }
+        });
+        assert_eq!(
+            unsupported_keywords(&schema),
+            vec![
+                "/$defs/Name: pattern".to_string(),
+                "/properties/list/items/anyOf/0: contains".to_string()
+            ]
+        );
+        assert!(
+            unsupported_keywords(&json!({"type": "object", "properties": {"a": true}})).is_empty()
         );
     }
 }

@@ -15,6 +15,7 @@ mod fit_chart;
 pub mod html;
 pub mod json_schema;
 mod render;
+pub mod schema;
 pub mod settings_chart;
 mod view;
 
@@ -30,14 +31,24 @@ pub use render::{
 };
 pub use view::{merged_details, quote};
 
-/// The `schema` value this version reads and writes.
-pub const RESULTS_SCHEMA: &str = "capcard/results/v1";
+/// The `schema` value this version writes (set where the report is built).
+pub use crate::analyze::card::RESULTS_SCHEMA;
+
+/// The version every capcard wrote before the schema was published. It
+/// still reads: see [`read_results_json`].
+pub const RESULTS_SCHEMA_V1: &str = "capcard/results/v1";
+
+/// Every `schema` value this capcard reads, oldest first.
+pub const READABLE_SCHEMAS: &[&str] = &[RESULTS_SCHEMA_V1, RESULTS_SCHEMA];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error("results.json is not valid JSON for {RESULTS_SCHEMA}: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("results.json has schema {found:?}; this capcard reads {RESULTS_SCHEMA:?}")]
+    #[error(
+        "results.json has schema {found:?}; this capcard reads {}",
+        READABLE_SCHEMAS.join(" and ")
+    )]
     Schema { found: String },
     #[error("cannot read template {}: {source}", path.display())]
     TemplateRead {
@@ -68,28 +79,70 @@ pub fn results_json(report: &CapacityReport) -> String {
     text
 }
 
-/// Reads `results.json`, checking the schema first so a file from another
-/// version says so instead of failing on a field.
-pub fn parse_results_json(text: &str) -> Result<CapacityReport, ReportError> {
+/// A `results.json` as read: the report, the version the file says it is,
+/// and what it lacks against the version this capcard writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedResults {
+    pub report: CapacityReport,
+    /// The file's `schema`, one of [`READABLE_SCHEMAS`].
+    pub schema_version: String,
+    /// The fields the schema of [`RESULTS_SCHEMA`] requires that the file
+    /// does not have, as paths with array indices collapsed
+    /// (`cards[].reuse`, `cards[].open[].state`), sorted, each once. The
+    /// report holds them as their empty value (`null`, `[]`, `0`, the
+    /// default state), which for a v1 file may not be what was measured:
+    /// v1 left a field out both when it was empty and when the capcard that
+    /// wrote it did not have it yet. Empty for a file this capcard wrote.
+    pub lacks: Vec<String>,
+}
+
+/// Reads `results.json` of any version in [`READABLE_SCHEMAS`], checking
+/// the schema first so a file from another version says so instead of
+/// failing on a field.
+///
+/// Why v1 reads and what `lacks` is for: v1, unpublished, omitted a field
+/// when it was empty (`skip_serializing_if`), so a reader could not tell
+/// "nothing" from "not known to the writer". v2 is the first published
+/// schema (`docs/results.schema.json`): the report, its cards and runs and
+/// the small objects they hold write every field, `null` / `[]` / `{}`
+/// where there is nothing, and every field is `required`. The types are
+/// the same in both (v2 only adds what v1 omitted), so one deserializer
+/// reads both, with serde's defaults standing for an omitted field; the
+/// fields a v1 file omitted are the `required` properties the v2 schema
+/// finds missing, which the strict validator ([`json_schema`]) reports with
+/// their place.
+pub fn read_results_json(text: &str) -> Result<ParsedResults, ReportError> {
     #[derive(Deserialize)]
     struct SchemaOnly {
         schema: Option<String>,
     }
     let head: SchemaOnly = serde_json::from_str(text)?;
-    match head.schema.as_deref() {
-        Some(RESULTS_SCHEMA) => {}
-        Some(other) => {
-            return Err(ReportError::Schema {
-                found: other.to_string(),
-            });
-        }
+    let schema_version = match head.schema {
+        Some(found) if READABLE_SCHEMAS.contains(&found.as_str()) => found,
+        Some(found) => return Err(ReportError::Schema { found }),
         None => {
             return Err(ReportError::Schema {
                 found: "(missing)".to_string(),
             });
         }
-    }
-    Ok(serde_json::from_str(text)?)
+    };
+    let document: serde_json::Value = serde_json::from_str(text)?;
+    let lacks = schema::missing_fields(&document);
+    let mut report: CapacityReport = serde_json::from_value(document)?;
+    // The report as read is this version's model (v1's omitted fields at
+    // their empty value): written again, it is a file of this version.
+    report.schema = RESULTS_SCHEMA.to_string();
+    Ok(ParsedResults {
+        report,
+        schema_version,
+        lacks,
+    })
+}
+
+/// [`read_results_json`]'s report alone, for callers that recompute or only
+/// compare figures.
+pub fn parse_results_json(text: &str) -> Result<CapacityReport, ReportError> {
+    read_results_json(text).map(|parsed| parsed.report)
 }
 
 /// `"<target>--<workload>"`, made safe as a file name: anything outside

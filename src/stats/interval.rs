@@ -47,7 +47,7 @@ pub const MIN_MEAN_SAMPLES: u64 = 20;
 const EXACT_BINOMIAL_MAX: u64 = 20_000;
 
 /// Pass, fail, or not enough evidence either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Pass,

@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// A statistic of a latency distribution.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stat {
     Mean,
@@ -51,7 +51,7 @@ pub fn median_of_sorted<T>(sorted: &[T]) -> Option<&T> {
 }
 
 /// Latency distribution of one metric in one run, in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyStats {
     pub count: u64,
     pub mean: f64,
@@ -61,7 +61,7 @@ pub struct LatencyStats {
     pub p99: f64,
     pub max: f64,
     /// Other percentiles an SLO asked for, keyed like `"p99.9"`, `"p75"`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub extra: BTreeMap<String, f64>,
 }
 

@@ -34,7 +34,9 @@ use super::{CallSpec, Role, Segment};
 use crate::hash::{hash_str, mix};
 
 /// Prompt tokens and the share of them an ideal prefix cache would serve.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ReuseTally {
     /// Calls counted.
     pub calls: u64,

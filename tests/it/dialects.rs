@@ -323,7 +323,7 @@ fn a_quota_is_honoured_in_closed_loop_and_named_on_the_card() {
     );
     assert!(card.contains("rate-limited 429 ×"), "{card}");
     let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        serde_json::from_str(&crate::support::results_text(&out)).unwrap();
     assert_eq!(
         results["cards"][0]["closed"][0]["rate_limited_calls"].as_u64(),
         Some(limited.len() as u64)

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use capcard::analyze::frontier::{FittedPoint, FrontierPoint, frontier_targets, wanted_rate};
 
-use crate::support::{binary, capcard, experiment_file, read_report};
+use crate::support::{binary, capcard, experiment_file, read_report, results_text};
 
 /// A shortened quickstart: the tiny preset, a short sweep and a coarse search.
 const SHORT_QUICKSTART: &str = r#"
@@ -85,7 +85,7 @@ fn run_then_report_on_the_simulator() {
     );
 
     let report = read_report(&out);
-    assert_eq!(report.schema, "capcard/results/v1");
+    assert_eq!(report.schema, "capcard/results/v2");
     assert_eq!(report.status, "complete");
     let card = &report.cards[0];
     assert_eq!(card.closed.len(), 4);
@@ -468,12 +468,9 @@ fn repeat_runs_every_level_and_rate_and_shows_the_spread() {
     );
 
     // `report` regenerates the same results from the journals.
-    let before = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let before = results_text(&out);
     capcard().arg("report").arg(&out).assert().success();
-    assert_eq!(
-        before,
-        std::fs::read_to_string(out.join("results.json")).unwrap()
-    );
+    assert_eq!(before, results_text(&out));
 
     // `--resume` keeps every complete journal, extensions included, as it is.
     let ext = runs.join("tiny-sim--w--r4.000--ext.jsonl");

@@ -122,8 +122,7 @@ fn check_example(name: &str) {
         "{name}: run failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
-    let report: CapacityReport = capcard::report::parse_results_json(&text).unwrap();
+    let report: CapacityReport = crate::support::read_report(&dir);
     let experiment = capcard::config::load(&file).unwrap();
 
     let cards: Vec<&Card> = report

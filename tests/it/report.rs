@@ -67,7 +67,7 @@ fn results_json_round_trips_and_is_stable() {
         "pretty JSON with one trailing newline"
     );
     assert!(text.starts_with(
-        "{\n  \"schema\": \"capcard/results/v1\",\n  \"experiment\": \"support-chat\","
+        "{\n  \"schema\": \"capcard/results/v2\",\n  \"experiment\": \"support-chat\","
     ));
     let back = parse_results_json(&text).unwrap();
     assert_eq!(back, report);
@@ -366,6 +366,101 @@ fn results_of_another_schema_are_refused() {
     let err = parse_results_json(r#"{"schema": "capcard/results/v9", "cards": []}"#).unwrap_err();
     assert!(matches!(err, ReportError::Schema { .. }));
     assert!(err.to_string().contains("capcard/results/v9"));
+    assert!(
+        err.to_string()
+            .contains("reads capcard/results/v1 and capcard/results/v2"),
+        "{err}"
+    );
     let err = parse_results_json("{ not json").unwrap_err();
     assert!(matches!(err, ReportError::Json(_)));
+}
+
+/// `dir` and everything under it copied into `to`.
+fn copy_tree(dir: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn report_on_a_v1_folder_says_what_it_lacks_and_rewrites_it_as_v2() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("v1");
+    copy_tree(&data.join("export-fixture"), &dir);
+    // The results.json that capcard wrote in this folder before v2.
+    std::fs::copy(
+        data.join("export-fixture-results-v1.json"),
+        dir.join("results.json"),
+    )
+    .unwrap();
+    let output = crate::support::capcard()
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {said}");
+    assert!(
+        lines[0].starts_with("note: results.json is capcard/results/v1 and lacks "),
+        "{said}"
+    );
+    for part in [
+        "cards[].target_info.pruned",
+        "cards[].open[].ttft_ms.extra",
+        "harnesses",
+        "recomputed from the journals",
+        "rewritten as capcard/results/v2",
+    ] {
+        assert!(lines[0].contains(part), "{part}: {said}");
+    }
+    // Recomputed from the same journals, it is the v2 fixture itself.
+    let rewritten = crate::support::results_text(&dir);
+    assert_eq!(
+        rewritten,
+        std::fs::read_to_string(data.join("export-fixture/results.json")).unwrap()
+    );
+    // Now current: nothing to say.
+    let again = crate::support::capcard()
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    assert_eq!(String::from_utf8_lossy(&again.stderr), "");
+}
+
+#[test]
+fn the_schema_check_of_the_test_kit_rejects_a_wrong_type() {
+    // Not vacuous: a results.json with a count written as a string fails
+    // the check every test's results folder goes through.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/export-fixture/results.json"),
+    )
+    .unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["cards"][0]["closed"][0]["requests"] = serde_json::json!("12");
+    json["cards"][0]["open"][0]["state"] = serde_json::json!("melted");
+    std::fs::write(tmp.path().join("results.json"), json.to_string()).unwrap();
+    let failed = std::panic::catch_unwind(|| crate::support::results_text(tmp.path()))
+        .expect_err("an invalid results.json panics");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("/cards/0/closed/0/requests: expected integer, found string"),
+        "{message}"
+    );
+    assert!(
+        message.contains("/cards/0/open/0/state: \"melted\" is not one of"),
+        "{message}"
+    );
 }

@@ -3,7 +3,7 @@
 //! realizes close to it, by its vLLM counters and by `usage.cached_tokens`,
 //! and with prefix caching off realizes nothing, which the card explains.
 
-use crate::support::{capcard, experiment_file, read_report};
+use crate::support::{capcard, experiment_file, read_report, results_text};
 
 const EXPERIMENT: &str = r#"
 experiment "reuse" {
@@ -92,8 +92,7 @@ fn a_shared_prefix_shows_potential_and_the_simulator_realizes_it() {
     }
 
     // results.json keeps "not reported" apart from 0.
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&results_text(&dir)).unwrap();
     let uncached_run = json["cards"]
         .as_array()
         .unwrap()

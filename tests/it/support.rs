@@ -35,16 +35,21 @@ pub fn experiment_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
-/// `capcard run --quiet ARGS --out OUT FILE`, however it ends.
+/// `capcard run --quiet ARGS --out OUT FILE`, however it ends; the
+/// results.json it leaves, if any, must be valid under the schema.
 pub fn run(file: &Path, out: &Path, args: &[&str]) -> std::process::Output {
-    capcard()
+    let output = capcard()
         .args(["run", "--quiet"])
         .args(args)
         .arg("--out")
         .arg(out)
         .arg(file)
         .output()
-        .expect("capcard runs")
+        .expect("capcard runs");
+    if out.join("results.json").is_file() {
+        results_text(out);
+    }
+    output
 }
 
 /// [`run`], which must exit 0: its log (stderr). `&["--virtual"]` runs on
@@ -62,10 +67,40 @@ pub fn run_ok(file: &Path, out: &Path, args: &[&str]) -> String {
     log
 }
 
-/// The results.json of a results folder, parsed.
+/// The results.json of a results folder, parsed, after checking it against
+/// the published schema ([`results_text`]).
 pub fn read_report(dir: &Path) -> CapacityReport {
-    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
-    capcard::report::parse_results_json(&text).expect("results.json parses")
+    capcard::report::parse_results_json(&results_text(dir)).expect("results.json parses")
+}
+
+/// The text of a results folder's results.json, which must be valid under
+/// `docs/results.schema.json` (a panic lists every violation): every test
+/// that reads a folder it wrote checks the schema on the way.
+pub fn results_text(dir: &Path) -> String {
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path).expect("results.json written");
+    assert_valid_results(&path, &text);
+    text
+}
+
+/// `text` (read from `path`) is a results.json of the version this capcard
+/// writes, by the schema the types generate.
+pub fn assert_valid_results(path: &Path, text: &str) {
+    let document: serde_json::Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+    let violations = capcard::report::schema::validate_results(&document);
+    assert!(
+        violations.is_empty(),
+        "{} breaks {} ({}):\n{}",
+        path.display(),
+        capcard::report::schema::SCHEMA_PATH,
+        capcard::report::RESULTS_SCHEMA,
+        violations
+            .iter()
+            .map(|v| format!("  {v}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// The `tiny` engine on an ephemeral loopback port, on a runtime of its

@@ -1265,7 +1265,7 @@ mod tests {
 
     fn report_with(card: Card) -> CapacityReport {
         CapacityReport {
-            schema: "capcard/results/v1".into(),
+            schema: crate::report::RESULTS_SCHEMA.into(),
             experiment: "exp".into(),
             description: None,
             tool_version: "0.1.0".into(),
