@@ -41,6 +41,7 @@
 //! | 10 | [`diff`] | two results → what changed, against the runs' own noise (`capcard diff`) |
 //! | 10 | [`calibrate`] | fits the simulator's knobs to a real results folder (`capcard calibrate`) |
 //! | 10 | [`init`] | an endpoint → a ready-to-run experiment (`capcard init`) |
+//! | 10 | [`export`] | a results folder → files other tools read: the llm-d Benchmark Report, CSV, JSONL (`capcard export`) |
 //! | 10 | [`k8s`] | the Kubernetes objects that run an experiment sharded over pods |
 //! | 11 | [`runner`] | `capcard run`: drives the stages from a plan to a results folder |
 //! | 12 | [`cli`] | command-line arguments, and each command as a library function returning its exit status |
