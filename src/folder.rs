@@ -825,6 +825,16 @@ pub fn load_report(folder: &ResultsFolder) -> Result<CapacityReport, FolderError
     recompute(folder, &experiment, &plan, None)
 }
 
+/// The built-in templates, or the user's card template in their place.
+fn templates_for(template: Option<&Path>) -> Result<Templates, FolderError> {
+    match template {
+        Some(path) => {
+            Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))
+        }
+        None => Ok(Templates::builtin()),
+    }
+}
+
 /// `capcard report DIR [--template FILE] [--out FILE]`: recompute the report
 /// from the folder's journals and render it. With `out`, the card(s) go to
 /// that one file (the summary first when there are several cards) and the
@@ -835,12 +845,7 @@ pub fn rerender(
     out: Option<&Path>,
 ) -> Result<Written, FolderError> {
     let folder = ResultsFolder::new(dir);
-    let templates = match template {
-        Some(path) => {
-            Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))?
-        }
-        None => Templates::builtin(),
-    };
+    let templates = templates_for(template)?;
     let report_model = load_report(&folder)?;
     match out {
         None => write_outputs(&folder, &report_model, &templates),
@@ -875,12 +880,7 @@ pub fn write_html(
     out: Option<&Path>,
 ) -> Result<PathBuf, FolderError> {
     let folder = ResultsFolder::new(dir);
-    let templates = match template {
-        Some(path) => {
-            Templates::with_card_template(path).map_err(|e| FolderError::Render(e.to_string()))?
-        }
-        None => Templates::builtin(),
-    };
+    let templates = templates_for(template)?;
     let report_model = load_report(&folder)?;
     let page = report::html::render_page(&report_model, &templates)
         .map_err(|e| FolderError::Render(e.to_string()))?;

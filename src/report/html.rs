@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, html::push_html};
 
-use super::{Chart, ReportError, SUMMARY_FILE_NAME, Templates, card_file_name, card_stem};
+use super::{
+    Chart, ReportError, SUMMARY_FILE_NAME, Templates, card_file_name, card_stem, sanitize_file_part,
+};
 use crate::analyze::CapacityReport;
 
 /// The page's file name in the results folder.
@@ -355,17 +357,7 @@ const SHORT_CELL_TEXT: usize = 12;
 /// id and a URL fragment take as they are.
 fn chart_id(file_name: &str) -> String {
     let stem = file_name.strip_suffix(".svg").unwrap_or(file_name);
-    let clean: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("chart-{clean}")
+    format!("chart-{}", sanitize_file_part(stem))
 }
 
 /// The chart's SVG as markup inside HTML: from its `<svg` on (no XML
