@@ -125,9 +125,18 @@ impl StatsAccumulator {
                 // value_at_quantile(q) is the value at rank ceil(q × n); the
                 // epsilon keeps float error from skipping to the next rank.
                 let q = (rank as f64 / self.count as f64 - 1e-12).max(0.0);
-                hist.value_at_quantile(q) as f64 / 1000.0
+                self.within_max(hist.value_at_quantile(q))
             }
         }
+    }
+
+    /// A histogram value (µs) in ms, no higher than the exact max. HDR
+    /// answers with the highest value of the bucket a rank falls in, up to
+    /// 0.1% above every value in it: the top percentiles would then read
+    /// above the max measured (p99 82.431 ms beside a max of 82.376 ms),
+    /// which no percentile of the values can be.
+    fn within_max(&self, hist_value_us: u64) -> f64 {
+        (hist_value_us as f64 / 1000.0).min(self.max)
     }
 
     /// The nearest-rank `p`-th percentile (0 < p ≤ 100); `None` when empty.
@@ -160,7 +169,7 @@ impl StatsAccumulator {
         };
         // Nearest rank = ceil(q × n); the epsilon keeps float error
         // (0.999 × 1000 = 999.0000000000001) from skipping to the next rank.
-        let at = |p: f64| hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)) as f64 / 1000.0;
+        let at = |p: f64| self.within_max(hist.value_at_quantile((p / 100.0 - 1e-12).max(0.0)));
         LatencyStats {
             count: self.count,
             mean: self.sum / self.count as f64,
@@ -189,6 +198,29 @@ pub fn latency_stats(values_ms: &[f64], extra_percentiles: &[f64]) -> LatencySta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_percentile_reads_above_the_max_measured() {
+        // 82.376 ms lies inside an HDR bucket whose highest value is
+        // higher: unclamped, p99 and p100 read above the max.
+        let mut acc = StatsAccumulator::default();
+        for v in [1.0, 2.0, 3.0, 82.376] {
+            acc.push(v);
+        }
+        let stats = acc.finish(&[99.9, 100.0]);
+        assert_eq!(stats.max, 82.376);
+        for p in [
+            stats.p95,
+            stats.p99,
+            stats.extra["p99.9"],
+            stats.extra["p100"],
+        ] {
+            assert!(p <= stats.max, "{p} > max {}", stats.max);
+            assert!((p - 82.376).abs() <= 82.376 * 1e-3);
+        }
+        assert!(acc.percentile(100.0).is_some_and(|p| p <= stats.max));
+        assert!(acc.value_at_rank(4) <= stats.max);
+    }
 
     #[test]
     fn nearest_rank_within_hdr_precision() {
