@@ -388,12 +388,7 @@ fn upper_end_tokens(card: &Card) -> Option<Estimate> {
 }
 
 fn open_unit(card: &Card) -> &'static str {
-    use crate::config::ArrivalUnit;
-    match card.workload_profile.unit() {
-        ArrivalUnit::Request => "req/s",
-        ArrivalUnit::Conversation => "conversations/s",
-        ArrivalUnit::AgentTask => "tasks/s",
-    }
+    card.workload_profile.unit().per_s()
 }
 
 /// A Cr_open range as written in the diff: `4.00–4.40`, `≥ 8.00` (no rate

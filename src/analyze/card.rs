@@ -786,15 +786,20 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
                 .filter_map(|s| s.rate_rps.map(significant))
                 .collect();
             if !lengthened.is_empty() && open.trace.is_none() {
+                let arrival = experiment
+                    .workload(&card.workload)
+                    .map_or(crate::config::ArrivalUnit::Request, |w| w.unit());
                 notes.push(format!(
-                    "open runs at {} rps were lengthened beyond the declared {}s to gather the {} calls the SLOs' highest percentile is judged on (at most {}×)",
+                    "open runs at {} {} were lengthened beyond the declared {}s to gather the {} {} the SLOs are judged on (at most {}×)",
                     lengthened.join(", "),
+                    arrival.per_s(),
                     significant(declared_s),
                     crate::plan::card_samples(
                         experiment,
                         &card.workload,
                         card.mix.as_ref().map(|m| &m.plan)
                     ),
+                    arrival.plural(),
                     crate::plan::MAX_SAMPLE_LENGTHENING
                 ));
             }
@@ -1208,7 +1213,8 @@ mod tests {
             .collect();
         assert_eq!(lengthened.len(), 1, "{:?}", card.notes);
         assert!(
-            lengthened[0].starts_with("open runs at 0.5 rps "),
+            lengthened[0].starts_with("open runs at 0.5 req/s ")
+                && lengthened[0].contains("the 1104 calls the SLOs are judged on"),
             "{}",
             lengthened[0]
         );

@@ -524,6 +524,26 @@ pub enum ArrivalUnit {
     AgentTask,
 }
 
+impl ArrivalUnit {
+    /// The open-loop rate's unit: `req/s`, `conversations/s`, `tasks/s`.
+    pub fn per_s(self) -> &'static str {
+        match self {
+            ArrivalUnit::Request => "req/s",
+            ArrivalUnit::Conversation => "conversations/s",
+            ArrivalUnit::AgentTask => "tasks/s",
+        }
+    }
+
+    /// What arrives, counted: `calls`, `conversations`, `tasks`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            ArrivalUnit::Request => "calls",
+            ArrivalUnit::Conversation => "conversations",
+            ArrivalUnit::AgentTask => "tasks",
+        }
+    }
+}
+
 /// `shared-prefix tokens=400 groups=4`: the first `tokens` of every prompt are
 /// one of `groups` fixed prefixes (system prompts), chosen uniformly per task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

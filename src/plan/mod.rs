@@ -361,7 +361,7 @@ struct Subject {
     name: String,
     profile: WorkloadProfile,
     slos: Vec<String>,
-    /// Calls (tasks) an open run needs for its verdicts ([`samples_to_judge`]).
+    /// Tasks an open run needs for its verdicts ([`tasks_to_judge`]).
     samples: u64,
     mix: Option<MixPlan>,
 }
@@ -379,12 +379,17 @@ pub fn build(experiment: &Experiment) -> Plan {
         let Some(slos) = workload_slos(experiment, &workload.name) else {
             continue;
         };
+        // It matters for `requests` stops and for the tasks a verdict
+        // needs, and drawing it is cheap next to parsing the file.
+        let profile = WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name));
         subjects.push(Subject {
             name: workload.name.clone(),
-            // It only matters for `requests` stops, and drawing it is cheap
-            // next to parsing the file.
-            profile: WorkloadProfile::of(workload, workload_seed(experiment.seed, &workload.name)),
-            samples: samples_to_judge(&experiment.slos_named(&slos), confidence),
+            samples: tasks_to_judge(
+                &experiment.slos_named(&slos),
+                confidence,
+                profile.calls_per_task,
+            ),
+            profile,
             slos,
             mix: None,
         });
@@ -887,10 +892,22 @@ mod tests {
         let e = with_mix(false);
         let plan = build(&e);
         let mix = plan.cards[0].mix.as_ref().unwrap();
-        // `batch` (10%) is judged on an e2e p95: 3 × 59 samples of its own,
-        // so ten times as many arrivals; `interactive` (90%) on a p99:
+        // `batch` (10%, multi-turn) is judged on an e2e p95: 3 × 59 calls
+        // of its own, so many conversations of its turns, and ten times as
+        // many arrivals; `interactive` (90%, a call a task) on a p99:
         // 3 × 368 / 0.9.
-        let batch = samples_to_judge(std::slice::from_ref(e.slo("batch").unwrap()), 0.95);
+        let turns = WorkloadProfile::of(
+            e.workload("multi-turn").unwrap(),
+            workload_seed(e.seed, "multi-turn"),
+        )
+        .calls_per_task;
+        let batch = tasks_to_judge(std::slice::from_ref(e.slo("batch").unwrap()), 0.95, turns);
+        let batch_calls = samples_to_judge(std::slice::from_ref(e.slo("batch").unwrap()), 0.95);
+        assert!(
+            batch < batch_calls,
+            "{batch} conversations, {batch_calls} calls"
+        );
+        assert_eq!(batch, (batch_calls as f64 / turns).ceil() as u64);
         let interactive =
             samples_to_judge(std::slice::from_ref(e.slo("interactive").unwrap()), 0.95);
         let want =
@@ -1098,6 +1115,51 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_run_holds_the_tasks_its_clauses_count_not_calls_as_tasks() {
+        let e = crate::config::parse(
+            include_str!("../../experiments/agentic.kdl"),
+            std::path::Path::new("experiments/agentic.kdl"),
+        )
+        .expect("the shipped agentic experiment parses");
+        // task-e2e p90 counts tasks: 3 × 36. ttft p99 counts calls: 3 × 368
+        // = 1,104 calls, a task making some 19 of them; error-rate 1%: 299
+        // calls. The tasks a run needs are the task clause's.
+        let calls_per_task =
+            WorkloadProfile::of(&e.workloads[0], workload_seed(e.seed, "agent")).calls_per_task;
+        assert!(calls_per_task > 10.0, "{calls_per_task}");
+        assert_eq!(samples_to_judge(&e.slos, 0.95), 1104, "as calls");
+        assert_eq!(tasks_to_judge(&e.slos, 0.95, calls_per_task), 108);
+        assert_eq!(card_samples(&e, "agent", None), 108);
+        // Without the task clause, the per-call clauses in tasks.
+        let per_call: Vec<Slo> = e
+            .slos
+            .iter()
+            .map(|slo| Slo {
+                clauses: slo.clauses[1..].to_vec(),
+                ..slo.clone()
+            })
+            .collect();
+        assert_eq!(
+            tasks_to_judge(&per_call, 0.95, calls_per_task),
+            (1104.0 / calls_per_task).ceil() as u64
+        );
+        assert_eq!(tasks_to_judge(&per_call, 0.95, 4.0), 276);
+        // A nonsense mean (below one call a task) counts calls as tasks.
+        assert_eq!(tasks_to_judge(&per_call, 0.95, 0.0), 1104);
+        assert_eq!(tasks_to_judge(&per_call, 0.95, f64::NAN), 1104);
+        // The runner's run at a rate is lengthened to 108 tasks, not 1,104:
+        // at 1 task/s the declared 5 min hold them.
+        let plan = build(&e);
+        let OpenPlan::Search { template, .. } = &plan.cards[0].open else {
+            panic!("a search");
+        };
+        let run = run_at_rate_of(template, RatePerS(1.0), &e);
+        assert_eq!(run.stop, StopRule::Duration(Duration::from_secs(300)));
+        let slow = run_at_rate_of(template, RatePerS(0.25), &e);
+        assert_eq!(slow.stop, StopRule::Duration(Duration::from_secs(432)));
+    }
+
+    #[test]
     fn open_runs_are_lengthened_to_hold_the_samples_their_slos_need() {
         let e = experiment();
         let open = e.open.clone().unwrap();
@@ -1174,17 +1236,36 @@ mod tests {
         // (15 + 196 s), and the drains of the runs it can hold at most (19
         // of the shortest, at `max`: 15 + 120 s).
         let bound_s = closed_s + 12.0 * 211.0 + 19.0 * 2.0;
+        // multi-turn, judged on the same SLOs, needs those 1,104 calls as
+        // 329 conversations of 3.4 turns: at the typical rate (5.66/s) the
+        // declared 2 min hold them, so its runs are not lengthened: 11 ×
+        // (15 + 120 + 2); bound, 12 × (15 + 120) and 12 drains.
+        let multi_expected_s = closed_s + 11.0 * 137.0;
+        let multi_bound_s = closed_s + 12.0 * 135.0 + 12.0 * 2.0;
         for card in &plan.cards {
+            let (expected, bound_want) = if card.workload == "chat" {
+                (expected_s, bound_s)
+            } else {
+                (multi_expected_s, multi_bound_s)
+            };
             assert!(
-                (card.expected_wall_time_s - expected_s).abs() < 1e-9,
-                "{}",
+                (card.expected_wall_time_s - expected).abs() < 1e-9,
+                "{}: {}",
+                card.workload,
                 card.expected_wall_time_s
             );
             let bound = card.bound_wall_time_s.expect("a bound");
-            assert!((bound - bound_s).abs() < 1e-9, "{bound}");
+            assert!(
+                (bound - bound_want).abs() < 1e-9,
+                "{}: {bound}",
+                card.workload
+            );
         }
-        assert!((plan.expected_wall_time_s - 4.0 * expected_s).abs() < 1e-6);
-        assert!((plan.bound_wall_time_s.unwrap_or(0.0) - 4.0 * bound_s).abs() < 1e-6);
+        let both = |a: f64, b: f64| 2.0 * a + 2.0 * b;
+        assert!((plan.expected_wall_time_s - both(expected_s, multi_expected_s)).abs() < 1e-6);
+        assert!(
+            (plan.bound_wall_time_s.unwrap_or(0.0) - both(bound_s, multi_bound_s)).abs() < 1e-6
+        );
 
         let grid = build(&grid_experiment(
             &[1.0, 2.0],
@@ -1438,12 +1519,14 @@ mod tests {
             "search 0.5–64 req/s, poisson, precision 5%",
             "search 0.5–64 conversations/s, poisson, precision 5%",
             "warmup 15 s + 2 min per rate",
-            "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs' top percentile",
+            "longer below 9.2 req/s, up to 4×: 1104 calls to judge the SLOs",
             "at most: the search's budget, 42 min 12 s of runs (12 runs at the middle rate, the default): ≤ 42 min 50 s",
             "interactive  ttft p50≤300 ms p99≤1 s, itl p95≤60 ms, error-rate≤0.5%",
             "batch        e2e p95≤2 min",
             "4 cards (2 targets × 2 workloads), 32 closed runs, ~44 (up to 132) open runs",
-            "estimated wall time 3 h 15 min, at most 3 h 30 min",
+            "estimated wall time 2 h 47 min, at most 2 h 59 min",
+            // Counted in conversations: 1,104 calls of 3.4 turns each.
+            "longer below 2.742 conversations/s, up to 4×: 329 conversations to judge the SLOs",
             "at most = each search's budget (its runs, warmups included) and the frontier phase, plus each grid's whole extension budget",
         ] {
             assert!(table.contains(needle), "missing {needle:?} in\n{table}");

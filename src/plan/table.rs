@@ -319,11 +319,10 @@ pub fn render_table(plan: &Plan, experiment: &Experiment) -> String {
 
 /// Rows `[label, runs, time, what]` of one card.
 fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
-    let unit = match experiment.workload(&card.workload).map(|w| w.unit()) {
-        Some(ArrivalUnit::Conversation) => "conversations/s",
-        Some(ArrivalUnit::AgentTask) => "tasks/s",
-        Some(ArrivalUnit::Request) | None => "req/s",
-    };
+    let arrival_unit = experiment
+        .workload(&card.workload)
+        .map_or(ArrivalUnit::Request, |w| w.unit());
+    let unit = arrival_unit.per_s();
     let mut rows = Vec::new();
     match (card.closed.first(), experiment.closed.as_ref()) {
         (Some(first), Some(_)) => {
@@ -455,7 +454,7 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
                 ),
             ]);
             rows.push(["".into(), "".into(), "".into(), per_run(template, "rate")]);
-            if let Some(line) = lengthening(template, experiment) {
+            if let Some(line) = lengthening(template, experiment, arrival_unit) {
                 rows.push(["".into(), "".into(), "".into(), line]);
             }
             if let Some(profile) = &profile {
@@ -492,8 +491,13 @@ fn run_rows(card: &CardPlan, experiment: &Experiment) -> Vec<[String; 4]> {
 }
 
 /// Below which rate the search's runs are lengthened for samples
-/// ([`super::open_stop`]), when the range reaches that low.
-fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
+/// ([`super::open_stop`]), when the range reaches that low, in what
+/// arrives (calls, conversations, tasks).
+fn lengthening(
+    template: &RunPlan,
+    experiment: &Experiment,
+    arrival: ArrivalUnit,
+) -> Option<String> {
     let needed = super::samples_for_run(experiment, template);
     let StopRule::Duration(declared) = template.stop else {
         return None;
@@ -504,9 +508,11 @@ fn lengthening(template: &RunPlan, experiment: &Experiment) -> Option<String> {
     };
     (needed > 0 && min.0 < below_rps).then(|| {
         format!(
-            "longer below {} req/s, up to {}×: {needed} calls to judge the SLOs' top percentile",
+            "longer below {} {}, up to {}×: {needed} {} to judge the SLOs",
             crate::format::trimmed(below_rps, 3),
-            crate::format::trimmed(super::MAX_SAMPLE_LENGTHENING, 2)
+            arrival.per_s(),
+            crate::format::trimmed(super::MAX_SAMPLE_LENGTHENING, 2),
+            arrival.plural()
         )
     })
 }

@@ -337,7 +337,7 @@ pub(super) async fn execute(
             }
         }
     }
-    let _ = writeln!(log, "  {}: {}", run.id, describe_run(run));
+    let _ = writeln!(log, "  {}: {}", run.id, describe_run(run, &workload));
     if let Some(coordinator) = invocation.coordinator {
         return shards::execute_sharded(coordinator, folder, target, run, options, log).await;
     }
@@ -451,10 +451,18 @@ pub(super) fn refresh(
     Ok(())
 }
 
-pub(super) fn describe_run(run: &RunPlan) -> String {
+/// The log line of a run about to start; an open run's rate in what its
+/// card's arrivals are (`req/s`, `tasks/s`, …).
+pub(super) fn describe_run(run: &RunPlan, sends: &Sends<'_>) -> String {
+    let unit = match sends {
+        Sends::Workload(workload, _) => workload.unit(),
+        Sends::Mix(_) => crate::config::ArrivalUnit::Request,
+    };
     let load = match run.load {
         Load::Concurrency { concurrency } => format!("closed loop, concurrency {concurrency}"),
-        Load::Rate { rate, arrival } => format!("open loop, {} rps {}", rate.0, arrival.label()),
+        Load::Rate { rate, arrival } => {
+            format!("open loop, {} {} {}", rate.0, unit.per_s(), arrival.label())
+        }
     };
     let stop = match run.stop {
         StopRule::Duration(d) => crate::format::duration_words(d.as_secs_f64()),

@@ -560,7 +560,7 @@ pub(super) async fn serve_shard(
             log,
             "  {}: {} ({}; clock offset {:+.2} ms ± {:.2} ms)",
             run.id,
-            describe_run(&run),
+            describe_run(&run, &sends),
             describe_part(&run, part),
             offset.offset_ms,
             offset.uncertainty_ms

@@ -625,7 +625,7 @@ fn frontier_adds_rates_where_the_curve_crosses_the_multiplied_bounds() {
         assert!(again.contains(&id), "{id} not in\n{again}");
     }
     assert!(
-        !again.contains("rps poisson, warmup"),
+        !again.contains("req/s poisson, warmup"),
         "a run was measured again:\n{again}"
     );
 }
