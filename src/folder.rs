@@ -48,6 +48,23 @@ pub enum FolderError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Config(#[from] Box<ConfigError>),
+    #[error(
+        "{} names data files it does not hold: {}",
+        dir.display(),
+        missing.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    #[diagnostic(
+        code(capcard::missing_inputs),
+        help(
+            "a folder written by an older capcard (or one they were removed from) lacks them: copy them in at those paths, relative to its experiment.kdl (e.g. `cp -r experiments/data DIR/`); folders written now keep their data files"
+        )
+    )]
+    MissingInputs {
+        dir: PathBuf,
+        missing: Vec<PathBuf>,
+        #[source]
+        source: Box<ConfigError>,
+    },
     #[error("journal {path}: {message}")]
     #[diagnostic(code(capcard::journal))]
     Journal { path: PathBuf, message: String },
@@ -66,6 +83,15 @@ pub enum FolderError {
         index: u32,
         count: u32,
     },
+}
+
+/// A relative path that stays below the folder it is read from (no `..`,
+/// no root): the data paths a results folder holds copies of.
+fn stays_inside(path: &Path) -> bool {
+    path.is_relative()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 pub fn io_err(path: &Path) -> impl FnOnce(io::Error) -> FolderError + '_ {
@@ -176,11 +202,7 @@ impl ResultsFolder {
         let from_dir = experiment_path.parent().unwrap_or(Path::new("."));
         let mut notes = Vec::new();
         for path in config::data::named_files(&as_written) {
-            let inside = path.is_relative()
-                && path
-                    .components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_)));
-            if !inside {
+            if !stays_inside(&path) {
                 notes.push(format!(
                     "data file {} is outside the experiment's folder: the results folder refers to it by that path",
                     path.display()
@@ -207,7 +229,34 @@ impl ResultsFolder {
         if !path.is_file() {
             return Err(FolderError::NotAResultsFolder(self.dir.clone()));
         }
-        config::load(&path).map_err(|e| FolderError::Config(Box::new(e)))
+        config::load(&path).map_err(|e| {
+            let missing = self.missing_inputs(&path);
+            if missing.is_empty() {
+                FolderError::Config(Box::new(e))
+            } else {
+                FolderError::MissingInputs {
+                    dir: self.dir.clone(),
+                    missing,
+                    source: Box::new(e),
+                }
+            }
+        })
+    }
+
+    /// The data files the folder's experiment names by a path inside the
+    /// folder that is not there: a folder written before runs kept their
+    /// data files ([`Self::copy_inputs`]), or one they were removed from.
+    fn missing_inputs(&self, experiment_path: &Path) -> Vec<PathBuf> {
+        let Ok(source) = fs::read_to_string(experiment_path) else {
+            return Vec::new();
+        };
+        let Ok(as_written) = config::parse(&source, experiment_path) else {
+            return Vec::new();
+        };
+        config::data::named_files(&as_written)
+            .into_iter()
+            .filter(|path| stays_inside(path) && !self.dir.join(path).exists())
+            .collect()
     }
 
     /// Every journal in `runs/`, read back (tolerating truncated ones).

@@ -246,4 +246,21 @@ closed { concurrency 1 2; duration "1s"; warmup "200ms"; }
     );
     let exported = tempfile::tempdir().unwrap();
     export(&out, "csv", exported.path());
+    // A folder without its data file (written by an older capcard, or
+    // cleaned) says which file it lacks and how to put it back.
+    std::fs::remove_file(out.join("data/prompts.jsonl")).unwrap();
+    let lacking = capcard().arg("report").arg(&out).output().unwrap();
+    assert!(!lacking.status.success());
+    let stderr = String::from_utf8_lossy(&lacking.stderr);
+    for needle in [
+        "names data files it does not hold:",
+        "prompts.jsonl",
+        "capcard::missing_inputs",
+        "copy them in at those paths, relative to its experiment.kdl",
+    ] {
+        // miette wraps at the terminal's width: compare the words alone.
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let flat = words(&stderr.replace(['│', '×', '╰', '─', '▶'], " "));
+        assert!(flat.contains(needle), "missing {needle:?} in\n{stderr}");
+    }
 }
