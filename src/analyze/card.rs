@@ -15,7 +15,7 @@ use crate::exec::ErrorClass;
 use crate::TOOL_VERSION;
 use crate::config::{Experiment, RateSelection, SizingTarget, Target, TargetKind, Workload};
 
-use super::search::cr_open;
+use super::search::cr_open_in;
 use super::{
     CapacityReport, Card, CrOpen, CrossP, LevelSpread, MeasuredTokens, RepeatSpread, RunSummary,
     SloSpread, TargetInfo, crossp, knee, sizing,
@@ -163,6 +163,8 @@ fn assemble(
             knee::cr_closed(&valid, &knee_spec.unwrap_or_default()),
         )
     };
+    // A mix's arrivals are requests of its classes; a workload's are its own.
+    let rate_unit = note_rate_unit(subject.profile.unit());
     let decide_open = |runs: &[RunSummary]| -> Vec<CrOpen> {
         if runs.is_empty() {
             return vec![];
@@ -171,7 +173,7 @@ fn assemble(
             .verdicts
             .iter()
             .map(|name| {
-                let mut found = cr_open(runs, name, max_rps, precision, confidence);
+                let mut found = cr_open_in(runs, (name, rate_unit), max_rps, precision, confidence);
                 if subject.mix.is_some() {
                     found.limited_by = found
                         .failed_run_id
@@ -328,11 +330,20 @@ fn by_level(closed: &[RunSummary]) -> BTreeMap<u32, Vec<&RunSummary>> {
     levels
 }
 
-/// Where a run was measured, for a note: `"c=8"`, `"4 rps"`.
-fn level_label(s: &RunSummary) -> String {
+/// The unit of rates in the card's notes: what arrives, `rps` for requests
+/// (as the notes have always written it), else `tasks/s`, `conversations/s`.
+fn note_rate_unit(arrival: crate::config::ArrivalUnit) -> &'static str {
+    match arrival {
+        crate::config::ArrivalUnit::Request => "rps",
+        other => other.per_s(),
+    }
+}
+
+/// Where a run was measured, for a note: `"c=8"`, `"4 rps"`, `"0.2 tasks/s"`.
+fn level_label(s: &RunSummary, rate_unit: &str) -> String {
     match (s.concurrency, s.rate_rps) {
         (Some(c), _) => format!("c={c}"),
-        (_, Some(r)) => format!("{} rps", significant(r)),
+        (_, Some(r)) => format!("{} {rate_unit}", significant(r)),
         _ => s.run_id.clone(),
     }
 }
@@ -776,6 +787,10 @@ fn condition_notes(card: &Card, notes: &mut Vec<String>) {
 /// Open runs that did not hold: the generator behind, no steady state,
 /// failed tasks, and runs lengthened for samples.
 fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>) {
+    let arrival = experiment
+        .workload(&card.workload)
+        .map_or(crate::config::ArrivalUnit::Request, |w| w.unit());
+    let rate_unit = note_rate_unit(arrival);
     if let Some(open) = &experiment.open {
         if let crate::config::StopRule::Duration(declared) = open.stop {
             let declared_s = declared.as_secs_f64();
@@ -786,9 +801,6 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
                 .filter_map(|s| s.rate_rps.map(significant))
                 .collect();
             if !lengthened.is_empty() && open.trace.is_none() {
-                let arrival = experiment
-                    .workload(&card.workload)
-                    .map_or(crate::config::ArrivalUnit::Request, |w| w.unit());
                 notes.push(format!(
                     "open runs at {} {} were lengthened beyond the declared {}s to gather the {} {} the SLOs are judged on (at most {}×)",
                     lengthened.join(", "),
@@ -812,8 +824,11 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
         .map(|s| {
             let rate = s.rate_rps.map(significant).unwrap_or_default();
             match s.completed_fraction {
-                Some(f) => format!("{rate} rps ({} finished)", crate::format::pct_compact(f)),
-                None => format!("{rate} rps"),
+                Some(f) => format!(
+                    "{rate} {rate_unit} ({} finished)",
+                    crate::format::pct_compact(f)
+                ),
+                None => format!("{rate} {rate_unit}"),
             }
         })
         .collect();
@@ -829,7 +844,7 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
         .chain(&card.open)
         .filter(|s| s.state == super::RunState::Backlogged)
         .map(|s| {
-            let at = level_label(s);
+            let at = level_label(s, rate_unit);
             match &s.state_reason {
                 Some(why) => format!("{at} ({why})"),
                 None => at,
@@ -849,7 +864,7 @@ fn open_run_notes(experiment: &Experiment, card: &Card, notes: &mut Vec<String>)
         .chain(&card.open)
         .filter(|s| s.tasks_failed > 0)
         .map(|s| {
-            let at = level_label(s);
+            let at = level_label(s, rate_unit);
             format!(
                 "{at}: {} of {} succeeded",
                 s.tasks,

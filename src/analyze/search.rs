@@ -400,13 +400,25 @@ pub fn cr_open(
     precision: Option<f64>,
     confidence: f64,
 ) -> CrOpen {
+    cr_open_in(open, (slo, "rps"), max_rps, precision, confidence)
+}
+
+/// [`cr_open`], its notes giving rates in `unit` (`rps`, `tasks/s`,
+/// `conversations/s`: what the card's arrivals are).
+pub fn cr_open_in(
+    open: &[RunSummary],
+    (slo, unit): (&str, &str),
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+    confidence: f64,
+) -> CrOpen {
     let judged: Vec<&RunSummary> = open.iter().filter(|s| s.verdict(slo).is_some()).collect();
     let evidence: Option<Vec<RunEvidence>> =
         judged.iter().map(|s| cr_open::evidence_of(s)).collect();
     let by_verdicts = || {
         // Repetitions of a rate combine by verdict there, as they did.
         let per_rate = super::card::combined_per_rate(open);
-        let mut found = cr_open_by_verdicts(&per_rate, slo, max_rps, precision);
+        let mut found = by_verdicts_in(&per_rate, (slo, unit), max_rps, precision);
         if !judged.is_empty() {
             found.method = Some("verdicts".to_string());
         }
@@ -416,7 +428,7 @@ pub fn cr_open(
         return by_verdicts();
     };
     let fit = cr_open::fit(&runs, slo, confidence);
-    from_fit(&judged, &runs, &fit, slo, max_rps, precision)
+    from_fit(&judged, &runs, &fit, (slo, unit), max_rps, precision)
 }
 
 /// The card's Cr_open from the fit, with the runs' verdicts for what they
@@ -425,7 +437,7 @@ fn from_fit(
     judged: &[&RunSummary],
     runs: &[RunEvidence],
     fit: &SloFit,
-    slo: &str,
+    (slo, unit): (&str, &str),
     max_rps: Option<f64>,
     precision: Option<f64>,
 ) -> CrOpen {
@@ -458,7 +470,7 @@ fn from_fit(
     });
     let half_width = fit.half_width();
     let precision_reached = precision.map(|p| half_width.is_some_and(|h| h <= p + 1e-9));
-    let note = fit_note(fit, runs, slo, max_rps, precision, half_width);
+    let note = fit_note(fit, runs, (slo, unit), max_rps, precision, half_width);
     let at_least = fit.range[0].is_some() && fit.range[1].is_none();
     CrOpen {
         slo: slo.to_string(),
@@ -493,7 +505,7 @@ fn from_fit(
 fn fit_note(
     fit: &SloFit,
     runs: &[RunEvidence],
-    slo: &str,
+    (slo, unit): (&str, &str),
     max_rps: Option<f64>,
     precision: Option<f64>,
     half_width: Option<f64>,
@@ -514,7 +526,7 @@ fn fit_note(
         let mut why: Vec<String> = fit
             .censored
             .iter()
-            .map(|(rate, why)| format!("{why} at {} rps", significant(*rate)))
+            .map(|(rate, why)| format!("{why} at {} {unit}", significant(*rate)))
             .collect();
         why.dedup();
         why.join(", ")
@@ -534,14 +546,14 @@ fn fit_note(
         }
         [None, None] => {
             return Some(format!(
-                "the runs do not place Cr_open (rates tested: {} rps)",
+                "the runs do not place Cr_open (rates tested: {} {unit})",
                 list(&tested)
             ));
         }
         [None, Some(high)] if fit.estimate_rps.is_some() => {
             return Some(format!(
                 "the runs do not bound Cr_open from below: the {}% range reaches below the \
-                 lowest rate tested ({} rps), up to {} rps",
+                 lowest rate tested ({} {unit}), up to {} {unit}",
                 significant(fit.confidence * 100.0),
                 list(&tested[..tested.len().min(1)]),
                 significant(high)
@@ -555,7 +567,7 @@ fn fit_note(
                 .map(|b| format!(" (`{b}`)"))
                 .unwrap_or_default();
             return Some(format!(
-                "even {} rps, the lowest rate tested, was beyond the SLO{by}: Cr_open < {} rps",
+                "even {} {unit}, the lowest rate tested, was beyond the SLO{by}: Cr_open < {} {unit}",
                 significant(lowest),
                 significant(high)
             ));
@@ -564,19 +576,19 @@ fn fit_note(
             let highest = tested.last().copied().unwrap_or(low);
             return Some(match max_rps {
                 Some(max) if highest >= max * (1.0 - 1e-9) => format!(
-                    "Cr_open ≥ {} rps: every run was within the SLO up to the search's \
-                     ceiling ({} rps); raise `max`",
+                    "Cr_open ≥ {} {unit}: every run was within the SLO up to the search's \
+                     ceiling ({} {unit}); raise `max`",
                     significant(low),
                     significant(max)
                 ),
                 Some(_) => format!(
-                    "Cr_open ≥ {} rps: no run exceeded the SLO (the highest, {} rps, was \
+                    "Cr_open ≥ {} {unit}: no run exceeded the SLO (the highest, {} {unit}, was \
                      within it); the search ended before a rate beyond it",
                     significant(low),
                     significant(highest)
                 ),
                 None => format!(
-                    "Cr_open ≥ {} rps: no rate of the grid exceeded the SLO; add higher rates",
+                    "Cr_open ≥ {} {unit}: no rate of the grid exceeded the SLO; add higher rates",
                     significant(low)
                 ),
             });
@@ -595,7 +607,7 @@ fn fit_note(
         notes.push(match cliff {
             Some(c) => format!(
                 "`{}` does not follow a smooth curve here (a cliff: it jumps between {} and \
-                 {} rps): Cr_open is the bracket between the runs either side",
+                 {} {unit}): Cr_open is the bracket between the runs either side",
                 c.label,
                 significant(low),
                 significant(high)
@@ -625,6 +637,16 @@ fn fit_note(
 pub fn cr_open_by_verdicts(
     open: &[RunSummary],
     slo: &str,
+    max_rps: Option<f64>,
+    precision: Option<f64>,
+) -> CrOpen {
+    by_verdicts_in(open, (slo, "rps"), max_rps, precision)
+}
+
+/// [`cr_open_by_verdicts`], its notes giving rates in `unit`.
+fn by_verdicts_in(
+    open: &[RunSummary],
+    (slo, unit): (&str, &str),
     max_rps: Option<f64>,
     precision: Option<f64>,
 ) -> CrOpen {
@@ -698,12 +720,12 @@ pub fn cr_open_by_verdicts(
             let below = undecided_between(0.0, rate);
             Some(if below.is_empty() {
                 format!(
-                    "even {} rps, the lowest rate tested, failed{why}",
+                    "even {} {unit}, the lowest rate tested, failed{why}",
                     significant(rate)
                 )
             } else {
                 format!(
-                    "no rate passed conclusively: {} rps failed{why}; {} rps stayed inconclusive within the budget",
+                    "no rate passed conclusively: {} {unit} failed{why}; {} {unit} stayed inconclusive within the budget",
                     significant(rate),
                     below.join(", ")
                 )
@@ -712,7 +734,7 @@ pub fn cr_open_by_verdicts(
         (None, None) => {
             let first = runs.first().map(|r| reasons(r.2)).unwrap_or_default();
             Some(format!(
-                "inconclusive within the budget at every rate tested ({} rps){}",
+                "inconclusive within the budget at every rate tested ({} {unit}){}",
                 runs.iter()
                     .map(|r| significant(r.0))
                     .collect::<Vec<_>>()
@@ -730,19 +752,19 @@ pub fn cr_open_by_verdicts(
             let undecided = if above.is_empty() {
                 String::new()
             } else {
-                format!(" ({} rps inconclusive)", above.join(", "))
+                format!(" ({} {unit} inconclusive)", above.join(", "))
             };
             Some(match max_rps {
                 Some(max) if rate >= max * (1.0 - 1e-9) => format!(
-                    "Cr_open ≥ {} rps: the search ceiling passed; raise `max`",
+                    "Cr_open ≥ {} {unit}: the search ceiling passed; raise `max`",
                     significant(rate)
                 ),
                 Some(_) => format!(
-                    "Cr_open ≥ {} rps: no tested rate failed{undecided}",
+                    "Cr_open ≥ {} {unit}: no tested rate failed{undecided}",
                     significant(rate)
                 ),
                 None => format!(
-                    "Cr_open ≥ {} rps: no rate of the grid failed{undecided}; add higher rates",
+                    "Cr_open ≥ {} {unit}: no rate of the grid failed{undecided}; add higher rates",
                     significant(rate)
                 ),
             })
@@ -755,15 +777,15 @@ pub fn cr_open_by_verdicts(
                 .find(|r| r.1 == Verdict::Pass && r.0 > fail_rate);
             if result.precision_reached == Some(false) && !between.is_empty() {
                 Some(format!(
-                    "the precision asked for was not reached: {} rps stayed inconclusive \
-                     within the budget, so Cr_open lies between {} and {} rps",
+                    "the precision asked for was not reached: {} {unit} stayed inconclusive \
+                     within the budget, so Cr_open lies between {} and {} {unit}",
                     between.join(", "),
                     significant(pass_rate),
                     significant(fail_rate)
                 ))
             } else if let Some(r) = above_fail {
                 Some(format!(
-                    "passed again at {} rps, above the failure at {} rps: results are not \
+                    "passed again at {} {unit}, above the failure at {} {unit}: results are not \
                      monotonic (noise, or an unstable replica); Cr_open is taken below the \
                      lowest failure",
                     significant(r.0),
@@ -772,7 +794,7 @@ pub fn cr_open_by_verdicts(
             } else if result.precision_reached == Some(false) {
                 Some(format!(
                     "the precision asked for was not reached within the search's runs: \
-                     Cr_open lies between {} and {} rps",
+                     Cr_open lies between {} and {} {unit}",
                     significant(pass_rate),
                     significant(fail_rate)
                 ))
@@ -1041,6 +1063,29 @@ mod tests {
         assert_eq!(
             got.note.as_deref(),
             Some("even 0.5 rps, the lowest rate tested, failed: ttft p99 1.8s > 1s")
+        );
+    }
+
+    #[test]
+    fn notes_give_rates_in_the_cards_unit() {
+        // An agent card's rates are tasks/s: its notes say so, not rps.
+        let runs = [open_run(1.0, false), open_run(0.5, false)];
+        let got = cr_open_in(&runs, ("chat", "tasks/s"), Some(64.0), None, 0.9);
+        let note = got.note.expect("a note");
+        assert!(
+            note.starts_with("even 0.5 tasks/s, the lowest rate tested"),
+            "{note}"
+        );
+        assert!(!note.contains("rps"), "{note}");
+        let passed = by_verdicts_in(
+            &[open_run(32.0, true), open_run(64.0, true)],
+            ("chat", "conversations/s"),
+            Some(64.0),
+            None,
+        );
+        assert_eq!(
+            passed.note.as_deref(),
+            Some("Cr_open ≥ 64 conversations/s: the search ceiling passed; raise `max`")
         );
     }
 

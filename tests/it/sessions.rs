@@ -164,6 +164,16 @@ fn harness_compare_sets_the_harnesses_apart_by_their_reuse() {
         ),
         "{summary}"
     );
+    // An agent card's rates are tasks/s everywhere, its notes included.
+    for card in &report.cards {
+        for note in card
+            .notes
+            .iter()
+            .chain(card.cr_open.iter().filter_map(|c| c.note.as_ref()))
+        {
+            assert!(!note.contains(" rps"), "{}: {note}", card.workload);
+        }
+    }
 }
 
 /// `arrival recorded` replays sessions' start times: a workload without
