@@ -185,6 +185,7 @@ closed {{
         .unwrap();
     let request = capcard::runner::RunRequest {
         experiment_path: file,
+        source: None,
         out: Some(out.clone()),
         only: None,
         target: None,

@@ -242,6 +242,37 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         max_evaluations: usize,
     },
+    /// How far to trust an experiment's Cr_open: its searches repeated on
+    /// many seeds against a simulated engine in virtual time, by `capcard
+    /// run` itself, each held to a reference Cr_open of that engine (see
+    /// docs/audit.md). Prints a markdown table: how often the estimate is
+    /// within the asked precision, how often the range holds the
+    /// reference, the median width, time and calls.
+    Audit {
+        /// Experiment file (.kdl) with an open search and a `sim` target.
+        file: PathBuf,
+        /// Only this `sim` target (default: every `sim` target).
+        #[arg(long)]
+        target: Option<String>,
+        /// Only this workload.
+        #[arg(long)]
+        workload: Option<String>,
+        /// How many seeds to run.
+        #[arg(long, default_value_t = 100)]
+        seeds: u32,
+        /// The first seed (seeds run from it upwards).
+        #[arg(long, default_value_t = 1)]
+        first_seed: u64,
+        /// Calls per rate of a long-run reference.
+        #[arg(long, default_value_t = 2_000_000)]
+        reference_calls: u64,
+        /// Keep each seed's results folder in this directory.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+        /// Print the seeds' results as JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the built-in simulated engine (OpenAI-compatible) until Ctrl-C
     /// or SIGTERM.
     ///

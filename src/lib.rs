@@ -44,7 +44,8 @@
 //! | 10 | [`export`] | a results folder → files other tools read: the llm-d Benchmark Report, CSV, JSONL (`capcard export`) |
 //! | 10 | [`k8s`] | the Kubernetes objects that run an experiment sharded over pods |
 //! | 11 | [`runner`] | `capcard run`: drives the stages from a plan to a results folder |
-//! | 12 | [`cli`] | command-line arguments, and each command as a library function returning its exit status |
+//! | 12 | [`audit`] | `capcard audit`: an experiment's searches repeated on seeds against a simulated engine, held to a reference |
+//! | 13 | [`cli`] | command-line arguments, and each command as a library function returning its exit status |
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,6 +56,7 @@
 //! ```
 
 pub mod analyze;
+pub mod audit;
 pub mod calibrate;
 pub mod cli;
 pub mod config;

@@ -141,6 +141,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             };
             let request = runner::RunRequest {
                 experiment_path: file,
+                source: None,
                 out: dir,
                 only: only.map(|o| match o {
                     OnlyMode::Closed => plan::Mode::Closed,
@@ -210,6 +211,28 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
                 json,
                 report,
             },
+            out,
+        ),
+        Command::Audit {
+            file,
+            target,
+            workload,
+            seeds,
+            first_seed,
+            reference_calls,
+            keep,
+            json,
+        } => audit(
+            &crate::audit::AuditRequest {
+                experiment_path: file,
+                target,
+                workload,
+                seeds,
+                first_seed,
+                reference_calls,
+                keep,
+            },
+            json,
             out,
         ),
         Command::Calibrate {
@@ -822,6 +845,53 @@ pub fn calibrate(command: &CalibrateCommand, out: &mut dyn Write) -> Outcome {
             Ok(Exit::Success)
         }
     }
+}
+
+/// `capcard audit`: progress on stderr, the table (or JSON) on `out`.
+/// Ctrl-C stops it with the seeds done so far.
+pub fn audit(request: &crate::audit::AuditRequest, json: bool, out: &mut dyn Write) -> Outcome {
+    with_runtime(async move {
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: stopping after the seed under way");
+                on_signal.cancel();
+            }
+        });
+        let mut log = io::stderr();
+        match crate::audit::audit(request, cancel, &mut log).await {
+            Ok(rows) => {
+                if json {
+                    let value: Vec<serde_json::Value> = rows
+                        .iter()
+                        .map(|r| {
+                            serde_json::json!({
+                                "row": r,
+                                "summary": r.summary(),
+                            })
+                        })
+                        .collect();
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::to_string_pretty(&value).unwrap_or_default()
+                    )?;
+                } else {
+                    write!(out, "{}", crate::audit::render(&rows))?;
+                }
+                Ok(Exit::Success)
+            }
+            Err(e) => {
+                let exit = match &e {
+                    crate::audit::AuditError::Usage(..) => Exit::Invalid,
+                    crate::audit::AuditError::Run(r) => Exit::from_code(r.exit_code()),
+                    _ => Exit::NotCarriedOut,
+                };
+                Ok(fail(e, exit))
+            }
+        }
+    })
 }
 
 /// `capcard k8s FILE --shards N --image I ...`.

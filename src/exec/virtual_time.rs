@@ -262,6 +262,9 @@ enum Event {
     Complete(u64),
     /// A replica's step ends: its tokens are delivered.
     StepEnd(usize),
+    /// A queue replica (`sim queue`) has something due: a token, a slot
+    /// freed. Its steps take no time, so it asks to be woken.
+    Wake(usize),
     /// A task's next turn or agent step is due (think or tool time over).
     Stage(u64),
     /// A graph task's call is due (its parent answered and its gap is over).
@@ -409,6 +412,8 @@ struct Sim<'a> {
     busy: Vec<bool>,
     /// Per replica: the step under way's tokens, delivered at its end.
     step_out: Vec<Option<crate::sim::StepOutput>>,
+    /// Per replica: the wake-up already scheduled for a queue engine.
+    wake_at: Vec<Option<Duration>>,
     router: Router,
     now: Duration,
     events: BinaryHeap<Reverse<(Duration, u64, Event)>>,
@@ -448,11 +453,23 @@ impl<'a> Sim<'a> {
         sink: &'a mut dyn FnMut(JournalLine),
     ) -> Self {
         let replicas = target.replicas as usize;
+        // A queue's service times are its draws by request id, and ids
+        // start again each run: drawn from the target's seed alone, every
+        // run would replay one service sequence, and runs meant to be
+        // independent would share its luck. A queue's draws follow the
+        // run's seed too, as a server that went on serving would. (The
+        // batching engine keeps its token and stop draws by the target's
+        // seed, which its calibrations and tests were made with.)
+        let base = if target.preset.queue.is_some() {
+            crate::hash::mix(target.seed, run.seed)
+        } else {
+            target.seed
+        };
         let engines = (0..replicas)
             .map(|r| {
                 // Replicas draw their own tokens, as separate servers do.
-                let seed = crate::hash::mix(target.seed, r as u64);
-                Engine::new(&target.preset, if r == 0 { target.seed } else { seed })
+                let seed = crate::hash::mix(base, r as u64);
+                Engine::new(&target.preset, if r == 0 { base } else { seed })
             })
             .collect();
         let planned_end = match run.stop {
@@ -467,6 +484,7 @@ impl<'a> Sim<'a> {
             engines,
             busy: vec![false; replicas],
             step_out: (0..replicas).map(|_| None).collect(),
+            wake_at: vec![None; replicas],
             router: Router::new(target.router),
             now: Duration::ZERO,
             events: BinaryHeap::new(),
@@ -649,6 +667,11 @@ impl<'a> Sim<'a> {
                         }
                     }
                     Event::StepEnd(replica) => self.deliver(replica),
+                    Event::Wake(replica) => {
+                        if self.wake_at[replica] == Some(t) {
+                            self.wake_at[replica] = None;
+                        }
+                    }
                     Event::Stage(task) => self.start_stage(task),
                     Event::Ready(task, call) => self.start_graph_call(task, call),
                     Event::StopStarting => self.stop(),
@@ -951,7 +974,15 @@ impl<'a> Sim<'a> {
             }
             let out = self.engines[r].step(self.now);
             if out.batch_seqs == 0 {
-                // Nothing schedulable: wait for the next event.
+                // Nothing schedulable: wait for the next event, or, for a
+                // queue, for its next token or freed slot.
+                if let Some(due) = self.engines[r].next_due()
+                    && due > self.now
+                    && self.wake_at[r].is_none_or(|w| w > due)
+                {
+                    self.wake_at[r] = Some(due);
+                    self.at(due, Event::Wake(r));
+                }
                 continue;
             }
             self.busy[r] = true;

@@ -44,6 +44,10 @@ pub use targets::{ProbeFindings, ProbeOutcome, ProbeReport, probe};
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
     pub experiment_path: PathBuf,
+    /// The experiment's text, when it is not the file's as it stands
+    /// (`capcard audit` runs the same file at other seeds); relative paths
+    /// in it still resolve from `experiment_path`'s folder.
+    pub source: Option<String>,
     pub out: Option<PathBuf>,
     pub only: Option<Mode>,
     pub target: Option<String>,
@@ -182,7 +186,13 @@ pub async fn run(
     cancel: CancellationToken,
     log: &mut (dyn Write + Send),
 ) -> Result<RunOutcome, RunError> {
-    let (source, experiment) = load_source(&request.experiment_path)?;
+    let (source, experiment) = match &request.source {
+        Some(text) => (
+            text.clone(),
+            config::parse_with_data(text, &request.experiment_path).map_err(Box::new)?,
+        ),
+        None => load_source(&request.experiment_path)?,
+    };
     let full_plan = plan::build(&experiment);
     let selected = select(&full_plan, &experiment, request)?;
     if let Some(mode) = &request.shard {

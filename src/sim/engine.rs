@@ -57,6 +57,7 @@ use super::cost::{StepCost, StepShape, step_cost};
 use super::kv::{BlockId, BlockPool, block_hash, block_hashes};
 use super::metrics::EngineMetrics;
 use super::presets::Preset;
+use super::queue::QueueState;
 use crate::hash::mix;
 
 /// Chance that a token is the last one when `ignore_eos` is off: a mean
@@ -210,6 +211,11 @@ pub struct Engine {
     running: Vec<Seq>,
     metrics: EngineMetrics,
     steps: u64,
+    /// `sim queue`: a FIFO queue of slots instead of the batching
+    /// scheduler (see [`super::queue`]).
+    queue: Option<QueueState>,
+    /// A queue call's arrival and how its answer ends, by request id.
+    queue_arrivals: std::collections::HashMap<u64, (Duration, FinishReason)>,
 }
 
 impl Engine {
@@ -223,7 +229,21 @@ impl Engine {
             running: Vec::new(),
             metrics: EngineMetrics::default(),
             steps: 0,
+            queue: preset.queue.map(QueueState::new),
+            queue_arrivals: std::collections::HashMap::new(),
         }
+    }
+
+    /// Whether this engine is a queue (`sim queue`): its steps take no
+    /// time, and [`Engine::next_due`] says when to step again.
+    pub fn is_queue(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// A queue's next instant with something due (a token, a slot freed);
+    /// `None` for the batching engine, whose steps have a length.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.queue.as_ref().and_then(QueueState::next_due)
     }
 
     pub fn preset(&self) -> &Preset {
@@ -244,6 +264,16 @@ impl Engine {
         self.validate(&req)?;
         if self.contains(req.id) {
             return Err(SubmitError::DuplicateId(req.id.0));
+        }
+        if let Some(queue) = self.queue.as_mut() {
+            let rng = mix(self.seed, req.id.0);
+            let prompt_len = req.prompt.len() as u32;
+            let room = self.max_model_len.saturating_sub(prompt_len).max(1);
+            let (tokens, finish) = queue_output_tokens(&req, rng, room);
+            queue.submit(req.id.0, tokens, prompt_len, rng);
+            self.queue_arrivals.insert(req.id.0, (now, finish));
+            self.metrics.prompt_tokens += u64::from(prompt_len);
+            return Ok(());
         }
         let block_size = self.preset.block_size as usize;
         let hashes = if self.preset.prefix_caching {
@@ -276,6 +306,9 @@ impl Engine {
     }
 
     fn contains(&self, id: RequestId) -> bool {
+        if let Some(queue) = &self.queue {
+            return queue.contains(id.0);
+        }
         self.running
             .iter()
             .chain(self.waiting.iter())
@@ -285,6 +318,14 @@ impl Engine {
     /// Removes a request (client gone); frees its blocks. `false` if it was
     /// not in the engine (already finished).
     pub fn abort(&mut self, id: RequestId) -> bool {
+        if let Some(queue) = self.queue.as_mut() {
+            let found = queue.abort(id.0);
+            if found {
+                self.queue_arrivals.remove(&id.0);
+                self.metrics.finished_abort += 1;
+            }
+            return found;
+        }
         let seq = if let Some(i) = self.running.iter().position(|s| s.id == id) {
             self.running.remove(i)
         } else if let Some(i) = self.waiting.iter().position(|s| s.id == id) {
@@ -302,15 +343,22 @@ impl Engine {
 
     /// Whether a step would do anything.
     pub fn has_work(&self) -> bool {
+        if let Some(queue) = &self.queue {
+            return queue.has_work();
+        }
         !self.running.is_empty() || !self.waiting.is_empty()
     }
 
     pub fn num_running(&self) -> usize {
-        self.running.len()
+        self.queue
+            .as_ref()
+            .map_or(self.running.len(), QueueState::num_running)
     }
 
     pub fn num_waiting(&self) -> usize {
-        self.waiting.len()
+        self.queue
+            .as_ref()
+            .map_or(self.waiting.len(), QueueState::num_waiting)
     }
 
     pub fn steps(&self) -> u64 {
@@ -320,7 +368,7 @@ impl Engine {
     /// Requests in the engine, running and waiting (what a least-loaded
     /// router compares).
     pub fn load(&self) -> usize {
-        self.running.len() + self.waiting.len()
+        self.num_running() + self.num_waiting()
     }
 
     /// Tokens of the longest cached prefix of `prompt`: what admitting it
@@ -342,8 +390,8 @@ impl Engine {
     /// Counters, histograms and current gauges.
     pub fn metrics(&self) -> EngineMetrics {
         let mut m = self.metrics.clone();
-        m.requests_running = self.running.len() as u64;
-        m.requests_waiting = self.waiting.len() as u64;
+        m.requests_running = self.num_running() as u64;
+        m.requests_waiting = self.num_waiting() as u64;
         m.kv_cache_usage = self.pool.usage();
         m
     }
@@ -435,6 +483,9 @@ impl Engine {
     /// Runs one step starting at `now`. With no work it returns an empty,
     /// zero-length step.
     pub fn step(&mut self, now: Duration) -> StepOutput {
+        if self.queue.is_some() {
+            return self.queue_step(now);
+        }
         let max_seqs = self.preset.max_num_seqs as usize;
         let chunked = self.preset.chunked_prefill;
         let mut budget = self.preset.max_num_batched_tokens;
@@ -637,6 +688,75 @@ impl Engine {
             cost,
         }
     }
+}
+
+impl Engine {
+    /// A queue's step: everything due at `now`, sent at once (no length).
+    fn queue_step(&mut self, now: Duration) -> StepOutput {
+        let mut due = Vec::new();
+        if let Some(queue) = self.queue.as_mut() {
+            queue.advance(now, &mut due);
+        }
+        let vocab = u64::from(self.preset.model.vocab.max(1));
+        let mut emitted = Vec::with_capacity(due.len());
+        for t in due {
+            let (arrival, reason) = self
+                .queue_arrivals
+                .get(&t.id)
+                .copied()
+                .unwrap_or((now, FinishReason::Length));
+            if t.index == 0 {
+                self.metrics
+                    .ttft_s
+                    .observe(now.saturating_sub(arrival).as_secs_f64());
+            }
+            self.metrics.generation_tokens += 1;
+            let finish = t.last.then_some(reason);
+            if t.last {
+                self.queue_arrivals.remove(&t.id);
+                self.metrics
+                    .e2e_s
+                    .observe(now.saturating_sub(arrival).as_secs_f64());
+                match reason {
+                    FinishReason::Stop => self.metrics.finished_stop += 1,
+                    FinishReason::Length => self.metrics.finished_length += 1,
+                }
+            }
+            emitted.push(Emitted {
+                id: RequestId(t.id),
+                token: (mix(t.rng, u64::from(t.index)) % vocab) as u32,
+                index: t.index,
+                finish,
+                prompt_tokens: t.prompt_tokens,
+                cached_tokens: 0,
+            });
+        }
+        if !emitted.is_empty() {
+            self.steps += 1;
+        }
+        StepOutput {
+            started_at: now,
+            duration: Duration::ZERO,
+            batch_seqs: emitted.len() as u32,
+            batch_tokens: emitted.len() as u64,
+            emitted,
+            preempted: 0,
+            cost: StepCost::default(),
+        }
+    }
+}
+
+/// How many tokens a queue call sends: its `max_tokens` when it ignores
+/// EOS, else where the engine's seeded stop draw ends it (as a batching
+/// engine's answer would), within `room` tokens of context.
+fn queue_output_tokens(req: &EngineRequest, rng: u64, room: u32) -> (u32, FinishReason) {
+    let cap = req.max_tokens.min(room).max(1);
+    if req.ignore_eos {
+        return (cap, FinishReason::Length);
+    }
+    (1..cap)
+        .find(|&out_len| out_len >= req.min_tokens && stop_draw(rng, out_len - 1))
+        .map_or((cap, FinishReason::Length), |n| (n, FinishReason::Stop))
 }
 
 /// The checks `submit` makes, usable without an engine (the HTTP layer

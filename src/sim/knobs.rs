@@ -54,6 +54,11 @@ pub enum KnobError {
         memory_gib: f64,
         utilization: f64,
     },
+    #[error(
+        "`slots`, `service` and `cliff` are knobs of `sim queue`, not of `sim {preset}`; use \
+         `sim queue {{ slots 4; service \"exponential\" mean=\"100ms\" }}` for a queue"
+    )]
+    QueueKnob { preset: &'static str },
     #[error("kv-cache-tokens {tokens} holds no whole KV-cache block of {block_size} tokens")]
     KvCacheTooSmall { tokens: u64, block_size: u32 },
     #[error(
@@ -171,6 +176,20 @@ pub fn apply(preset: &Preset, serving: &SimServing) -> Result<Preset, KnobError>
                 utilization: p.gpu_memory_utilization,
             },
         });
+    }
+    if serving.slots.is_some() || serving.service.is_some() || serving.cliff.is_some() {
+        let Some(queue) = p.queue.as_mut() else {
+            return Err(KnobError::QueueKnob { preset: p.name });
+        };
+        if let Some(n) = serving.slots {
+            queue.slots = at_least_one("slots", n)?;
+        }
+        if let Some(service) = serving.service {
+            queue.service = service;
+        }
+        if serving.cliff.is_some() {
+            queue.cliff = serving.cliff;
+        }
     }
     if let Some(tokens) = serving.max_context {
         let tokens = at_least_one("max-context", tokens)?;

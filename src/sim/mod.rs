@@ -35,6 +35,8 @@ pub mod knobs;
 pub mod kv;
 pub mod metrics;
 pub mod presets;
+pub mod queue;
+pub mod reference;
 pub mod request;
 pub mod serving;
 pub mod tokenize;

@@ -19,6 +19,7 @@
 use std::fmt::Write as _;
 
 use super::answer::Answers;
+use super::queue::{QueueModel, Service};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
@@ -120,6 +121,10 @@ pub struct Preset {
     /// What the answers look like (reasoning, tokens per streamed event):
     /// [`Answers::PLAIN`] for every preset, set by a target's knobs.
     pub answers: Answers,
+    /// `sim queue`: the engine is a FIFO queue of slots with a stated
+    /// service time ([`super::queue`]) instead of a batching scheduler; the
+    /// hardware, model and efficiencies then only bound the context.
+    pub queue: Option<QueueModel>,
 }
 
 impl Preset {
@@ -332,7 +337,7 @@ pub const L4: Hardware = Hardware {
     interconnect_bytes_per_s: 32.0e9,
 };
 
-static PRESETS: [Preset; 7] = [
+static PRESETS: [Preset; 8] = [
     // Published figures: PUBLISHED (single stream, batch 8, saturated).
     Preset {
         name: "h100-llama3-8b",
@@ -349,6 +354,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Two H200s, TP=2. Published figures: PUBLISHED (vLLM's batch-8 latency
@@ -368,6 +374,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: HOPPER_EFFICIENCY,
     },
     // Published figures: PUBLISHED (single stream and c=8, measured on the
@@ -387,6 +394,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: AMPERE_EFFICIENCY,
     },
     // Llama-3.1-8B: Llama-3-8B's weights and speed (the same PUBLISHED
@@ -406,6 +414,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: HOPPER_EFFICIENCY,
     },
     Preset {
@@ -423,6 +432,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: AMPERE_EFFICIENCY,
     },
     // Llama-3-8B bf16 leaves only a few GB for the KV cache on an L4, which
@@ -443,6 +453,7 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
         efficiency: DATACENTER_EFFICIENCY,
     },
     // Made up, for tests and demos: a ~0.1 B-parameter model on a slow
@@ -484,6 +495,59 @@ static PRESETS: [Preset; 7] = [
         kv_cache_tokens_override: None,
         max_model_len_override: None,
         answers: Answers::PLAIN,
+        queue: None,
+        efficiency: Efficiency {
+            compute: 0.6,
+            memory: 0.8,
+            kv_read: 1.0,
+            attention_overlap: 1.0,
+            step_overhead_s: 0.3e-3,
+            per_seq_overhead_s: 5.0e-6,
+            allreduce_latency_s: 8.0e-6,
+        },
+    },
+    // Not an engine: a queue with a known answer (`sim queue`, see
+    // [`super::queue`]), M/M/1 with a 100 ms mean until its knobs say
+    // otherwise. Queueing theory, or a long run of the same queue, gives
+    // where an SLO on it stops holding: what `capcard audit` checks the
+    // Cr_open method against. The model only bounds the context.
+    Preset {
+        name: "queue",
+        hardware: Hardware {
+            name: "none: a simulated FIFO queue",
+            memory_bytes: 288.0 * MIB,
+            memory_bandwidth_bytes_per_s: 100.0e9,
+            peak_bf16_flops_per_s: 2.0e12,
+            interconnect_bytes_per_s: 32.0e9,
+        },
+        tensor_parallel: 1,
+        model: Model {
+            served_name: "sim/queue",
+            layers: 1,
+            hidden: 64,
+            attention_heads: 1,
+            kv_heads: 1,
+            head_dim: 64,
+            params: 1.0e6,
+            vocab: 32_000,
+            max_context_tokens: 32_768,
+            bytes_per_value: 2.0,
+        },
+        gpu_memory_utilization: 0.9,
+        activation_reserve_bytes: 4.0 * MIB,
+        max_num_seqs: 1,
+        max_num_batched_tokens: 32_768,
+        block_size: 16,
+        prefix_caching: false,
+        chunked_prefill: true,
+        kv_cache_tokens_override: Some(65_536),
+        max_model_len_override: None,
+        answers: Answers::PLAIN,
+        queue: Some(QueueModel {
+            slots: 1,
+            service: Service::Exponential { mean_s: 0.1 },
+            cliff: None,
+        }),
         efficiency: Efficiency {
             compute: 0.6,
             memory: 0.8,
@@ -719,7 +783,7 @@ mod tests {
     #[test]
     fn every_name_is_found_and_unique() {
         let names = names();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
         for n in &names {
             assert_eq!(find(n).map(|p| p.name), Some(*n));
         }
@@ -878,7 +942,7 @@ mod tests {
             let shares_figures = p.model.served_name == "sim/llama-3.1-8b";
             assert_eq!(
                 has,
-                !matches!(p.name, "tiny" | "l4-llama3-8b") && !shares_figures,
+                !matches!(p.name, "tiny" | "queue" | "l4-llama3-8b") && !shares_figures,
                 "{}",
                 p.name
             );

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::queue::{Cliff, Service};
 use crate::dist::Dist;
 use crate::quantity::{Fraction, duration_secs, opt_duration_secs};
 
@@ -72,6 +73,15 @@ pub struct SimServing {
     /// target's `max-context` (one place for every kind of target).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_context: Option<u32>,
+    /// `sim queue`: the number of slots (servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+    /// `sim queue`: the service-time distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<Service>,
+    /// `sim queue`: a cliff (service slows beyond so many in service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cliff: Option<Cliff>,
 }
 
 impl Default for SimServing {
@@ -97,6 +107,9 @@ impl Default for SimServing {
             network_overhead: Duration::ZERO,
             calibrated: None,
             max_context: None,
+            slots: None,
+            service: None,
+            cliff: None,
         }
     }
 }
@@ -136,6 +149,9 @@ impl SimServing {
             && self.reasoning_tokens.is_none()
             && self.tokens_per_event.is_none()
             && self.prompt_tokens_details.is_none()
+            && self.slots.is_none()
+            && self.service.is_none()
+            && self.cliff.is_none()
             && self.replicas == 1
     }
 
@@ -215,6 +231,9 @@ impl SimServing {
             "calibrated",
             self.calibrated.as_ref().map(|c| format!("{c:?}")),
         );
+        line("slots", self.slots.map(|n| n.to_string()));
+        line("service", self.service.as_ref().map(Service::kdl_words));
+        line("cliff", self.cliff.as_ref().map(Cliff::kdl_words));
         lines
     }
 }
@@ -320,6 +339,15 @@ mod tests {
             network_overhead: Duration::ZERO,
             calibrated: None,
             max_context: Some(4096),
+            slots: Some(4),
+            service: Some(Service::Lognormal {
+                mean_s: 0.5,
+                sigma: 1.0,
+            }),
+            cliff: Some(Cliff {
+                above: 8,
+                slowdown: 4.0,
+            }),
         };
         assert!(!serving.is_default_serving());
         assert_eq!(
@@ -340,6 +368,9 @@ mod tests {
                 "tokens-per-event 4",
                 "prompt-tokens-details #true",
                 "replicas 2",
+                "slots 4",
+                "service \"lognormal\" mean=\"500ms\" sigma=1",
+                "cliff above=8 slowdown=4",
             ]
         );
     }

@@ -1110,6 +1110,9 @@ fn sim_knobs_decode_to_the_expected_serving() {
         network_overhead: Duration::from_micros(300),
         calibrated: Some("runs/lv: TTFT p50 +3%, ITL p50 -2%".into()),
         max_context: Some(4096),
+        slots: None,
+        service: None,
+        cliff: None,
     };
     assert_eq!(serving, &expected);
     assert_eq!(experiment.targets[0].max_context, Some(4096));
@@ -1278,4 +1281,53 @@ fn validate_checks_sim_serving_of_experiments_built_in_code() {
             "target `sim`, sim: `network-overhead` needs `virtual #true`",
         ]
     );
+}
+
+#[test]
+fn a_queue_takes_its_own_knobs_and_a_batching_engine_refuses_them() {
+    let experiment = config::parse(
+        r#"
+target "q" {
+    sim queue {
+        slots 8
+        service "lognormal" mean="500ms" sigma=1.0
+        cliff above=6 slowdown=3
+        virtual #true
+    }
+}
+workload "chat" { input-tokens fixed 16; output-tokens fixed 4 }
+open { search min=1 max=20 precision="5%"; duration "10s" }
+slo "s" { ttft p90="250ms" }
+"#,
+        Path::new("queue.kdl"),
+    )
+    .expect("a valid queue");
+    let TargetKind::Sim {
+        serving, preset, ..
+    } = &experiment.targets[0].kind
+    else {
+        panic!("a sim target");
+    };
+    assert_eq!(preset, "queue");
+    assert_eq!(serving.slots, Some(8));
+    assert_eq!(
+        serving.describe(),
+        [
+            "virtual #true",
+            "slots 8",
+            "service \"lognormal\" mean=\"500ms\" sigma=1",
+            "cliff above=6 slowdown=3"
+        ]
+    );
+    insta::assert_snapshot!(errors(
+        "queue-knobs.kdl",
+        r#"
+target "a" { sim tiny { slots 4; cliff above=2 slowdown=2 } }
+target "b" { sim queue { max-num-seqs 4; service "gamma" mean="1s" } }
+target "c" { sim queue { service "lognormal" mean="0ms" sigma=9; cliff above=2 slowdown=0.5 } }
+target "d" { sim queue { service "exponential" mean="1s" sigma=1; service "two-point" short="1s" } }
+workload "chat" { input-tokens fixed 16; output-tokens fixed 4 }
+closed { concurrency 1; duration "5s" }
+"#
+    ));
 }

@@ -2,6 +2,7 @@
 //! endpoint start the simulated engine (or a scripted server) on an
 //! ephemeral loopback port.
 
+mod audit;
 mod cli;
 mod config;
 mod context;

@@ -65,7 +65,24 @@ const SIM_KNOBS: &[&str] = &[
     "virtual",
     "network-overhead",
     "calibrated",
+    "slots",
+    "service",
+    "cliff",
 ];
+/// The knobs of `sim queue` alone (see [`crate::sim::queue`]).
+const QUEUE_KNOBS: &[&str] = &["slots", "service", "cliff"];
+/// The knobs a `sim queue` takes besides [`QUEUE_KNOBS`]: how it is run,
+/// how many, and how its answers look; the batching engine's scheduler,
+/// memory and cost knobs mean nothing to a queue.
+const QUEUE_ALSO: &[&str] = &[
+    "replicas",
+    "virtual",
+    "network-overhead",
+    "calibrated",
+    "tokens-per-event",
+];
+const SERVICE_USAGE: &str = "service \"exponential\" mean=\"100ms\"   // or \"deterministic\" mean=, \"lognormal\" mean= sigma=1, \"two-point\" short=\"50ms\" long=\"1s\" long-share=\"10%\"";
+const CLIFF_USAGE: &str = "cliff above=8 slowdown=3   // service ×3 for calls that start while more than 8 are in service";
 /// The knobs of [`SIM_KNOBS`] a setting may not vary: those whose value is
 /// more than one plain value (a distribution, a block) or that choose how
 /// the engine is run rather than how it serves.
@@ -74,6 +91,8 @@ const SIM_FIXED_KNOBS: &[&str] = &[
     "virtual",
     "network-overhead",
     "calibrated",
+    "service",
+    "cliff",
 ];
 
 /// The knobs of `sim` a setting may vary (`vary`, `settings`), in the
@@ -489,6 +508,9 @@ impl Decoder {
             }
         }
         let serving = self.sim_serving(node);
+        if let Some(p) = &preset {
+            ok &= self.sim_knobs_fit_engine(node, p == "queue");
+        }
         let (preset, serving) = (preset?, serving?);
         ok.then_some(TargetKind::Sim {
             preset,
@@ -591,6 +613,11 @@ impl Decoder {
             "tokens-per-event" => self
                 .sim_count(child, "tokens-per-event 4", u32::MAX.into())
                 .map(|n| serving.tokens_per_event = Some(n as u32)),
+            "slots" => self
+                .sim_count(child, "slots 4", u32::MAX.into())
+                .map(|n| serving.slots = Some(n as u32)),
+            "service" => self.sim_service(child).map(|s| serving.service = Some(s)),
+            "cliff" => self.sim_cliff(child).map(|c| serving.cliff = Some(c)),
             "replicas" => self.sim_replicas(child).map(|(replicas, router)| {
                 serving.replicas = replicas;
                 serving.router = router;
@@ -603,6 +630,234 @@ impl Decoder {
             }
             other => unreachable!("`{other}` is no knob of SIM_KNOBS decoded here"),
         }
+    }
+
+    /// A queue takes only its own knobs and the few that drive any engine;
+    /// the batching engine takes none of the queue's. `false` after
+    /// reporting a knob given to the wrong engine.
+    fn sim_knobs_fit_engine(&mut self, node: &KdlNode, queue: bool) -> bool {
+        let mut ok = true;
+        for child in children(node) {
+            let knob = child.name().value();
+            if !SIM_KNOBS.contains(&knob) {
+                continue;
+            }
+            if queue && !QUEUE_KNOBS.contains(&knob) && !QUEUE_ALSO.contains(&knob) {
+                self.error(
+                    span_of_name(child),
+                    "not a queue knob",
+                    format!("`{knob}` is a knob of the batching engine, not of `sim queue`"),
+                    Some(format!(
+                        "a queue is its slots and service time: {}; it also takes {}",
+                        backticked(QUEUE_KNOBS),
+                        backticked(QUEUE_ALSO)
+                    )),
+                );
+                ok = false;
+            } else if !queue && QUEUE_KNOBS.contains(&knob) {
+                self.error(
+                    span_of_name(child),
+                    "a queue knob",
+                    format!("`{knob}` is a knob of `sim queue`, not of this preset"),
+                    Some(
+                        "use `sim queue { slots 4; service \"exponential\" mean=\"100ms\" }` \
+                         for a queue with a known answer (docs/audit.md)"
+                            .to_string(),
+                    ),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    /// `service "lognormal" mean="500ms" sigma=1`: a service-time
+    /// distribution of `sim queue`.
+    fn sim_service(&mut self, child: &KdlNode) -> Option<crate::sim::queue::Service> {
+        use crate::sim::queue::Service;
+        let usage = SERVICE_USAGE;
+        self.no_children(child, usage);
+        let entries = self.entries(
+            child,
+            1,
+            &["mean", "sigma", "short", "long", "long-share"],
+            usage,
+        );
+        let Some(kind_entry) = entries.args.first() else {
+            self.missing_value(child, usage);
+            return None;
+        };
+        let kind = self.string(kind_entry, "service", usage)?;
+        let seconds = |this: &mut Self, name: &str| -> Option<f64> {
+            match entries.prop(name) {
+                Some(e) => {
+                    let d = this.duration(e, name)?;
+                    if d.is_zero() {
+                        this.error(
+                            value_span(e),
+                            "zero",
+                            format!("`{name}` must be longer than zero"),
+                            Some(format!("usage: {usage}")),
+                        );
+                        return None;
+                    }
+                    Some(d.as_secs_f64())
+                }
+                None => {
+                    this.error(
+                        span_of_name(child),
+                        "missing property",
+                        format!("`service \"{kind}\"` needs `{name}=`"),
+                        Some(format!("usage: {usage}")),
+                    );
+                    None
+                }
+            }
+        };
+        let extra = |this: &mut Self, allowed: &[&str]| -> bool {
+            let mut ok = true;
+            for name in ["mean", "sigma", "short", "long", "long-share"] {
+                if !allowed.contains(&name)
+                    && let Some(e) = entries.prop(name)
+                {
+                    this.error(
+                        e.span(),
+                        "not for this distribution",
+                        format!("`{name}=` does not apply to `service \"{kind}\"`"),
+                        Some(format!("usage: {usage}")),
+                    );
+                    ok = false;
+                }
+            }
+            ok
+        };
+        match kind.as_str() {
+            "exponential" => {
+                let ok = extra(self, &["mean"]);
+                let mean_s = seconds(self, "mean")?;
+                ok.then_some(Service::Exponential { mean_s })
+            }
+            "deterministic" => {
+                let ok = extra(self, &["mean"]);
+                let mean_s = seconds(self, "mean")?;
+                ok.then_some(Service::Deterministic { mean_s })
+            }
+            "lognormal" => {
+                let ok = extra(self, &["mean", "sigma"]);
+                let mean_s = seconds(self, "mean");
+                let sigma = match entries.prop("sigma") {
+                    Some(e) => self.number(e, "sigma", usage).filter(|s| {
+                        let fine = *s > 0.0 && *s <= 4.0;
+                        if !fine {
+                            self.error(
+                                value_span(e),
+                                "out of range",
+                                format!("`sigma` must be above 0 and at most 4, got {s}"),
+                                Some("σ is the spread of the log of the service time: 0.5 is moderate, 1 heavy-tailed (p99 ≈ 6× the median)".to_string()),
+                            );
+                        }
+                        fine
+                    }),
+                    None => {
+                        self.error(
+                            span_of_name(child),
+                            "missing property",
+                            "`service \"lognormal\"` needs `sigma=`",
+                            Some(format!("usage: {usage}")),
+                        );
+                        None
+                    }
+                };
+                let (mean_s, sigma) = (mean_s?, sigma?);
+                ok.then_some(Service::Lognormal { mean_s, sigma })
+            }
+            "two-point" => {
+                let ok = extra(self, &["short", "long", "long-share"]);
+                let short_s = seconds(self, "short");
+                let long_s = seconds(self, "long");
+                let share = match entries.prop("long-share") {
+                    Some(e) => self.fraction(e, "long-share").map(|f| f.0),
+                    None => {
+                        self.error(
+                            span_of_name(child),
+                            "missing property",
+                            "`service \"two-point\"` needs `long-share=`",
+                            Some(format!("usage: {usage}")),
+                        );
+                        None
+                    }
+                };
+                let (short_s, long_s, long_share) = (short_s?, long_s?, share?);
+                ok.then_some(Service::TwoPoint {
+                    short_s,
+                    long_s,
+                    long_share,
+                })
+            }
+            other => {
+                let kinds = ["exponential", "deterministic", "lognormal", "two-point"];
+                let help = match did_you_mean(other, &kinds) {
+                    Some(near) => format!("did you mean `{near}`? usage: {usage}"),
+                    None => format!("the distributions: {}; usage: {usage}", backticked(&kinds)),
+                };
+                self.error(
+                    value_span(kind_entry),
+                    "unknown distribution",
+                    format!("unknown service distribution `{other}`"),
+                    Some(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// `cliff above=8 slowdown=3`.
+    fn sim_cliff(&mut self, child: &KdlNode) -> Option<crate::sim::queue::Cliff> {
+        let usage = CLIFF_USAGE;
+        self.no_children(child, usage);
+        let entries = self.entries(child, 0, &["above", "slowdown"], usage);
+        let above = match entries.prop("above") {
+            Some(e) => self.whole(e, "above", usage, u32::MAX.into()),
+            None => {
+                self.error(
+                    span_of_name(child),
+                    "missing property",
+                    "`cliff` needs `above=`",
+                    Some(format!("usage: {usage}")),
+                );
+                None
+            }
+        };
+        let slowdown = match entries.prop("slowdown") {
+            Some(e) => self.number(e, "slowdown", usage).filter(|f| {
+                let fine = *f > 1.0 && *f <= 100.0;
+                if !fine {
+                    self.error(
+                        value_span(e),
+                        "out of range",
+                        format!("`slowdown` must be above 1 and at most 100, got {f}"),
+                        Some(
+                            "the factor a call's service is multiplied by beyond the cliff"
+                                .to_string(),
+                        ),
+                    );
+                }
+                fine
+            }),
+            None => {
+                self.error(
+                    span_of_name(child),
+                    "missing property",
+                    "`cliff` needs `slowdown=`",
+                    Some(format!("usage: {usage}")),
+                );
+                None
+            }
+        };
+        Some(crate::sim::queue::Cliff {
+            above: above? as u32,
+            slowdown: slowdown?,
+        })
     }
 
     /// A child of `sim` that is no knob: the near name if there is one, and

@@ -115,7 +115,31 @@ impl Driver {
                 vnow = vnow.max(self.t0.elapsed());
                 continue;
             }
+            if self.engine.is_queue() {
+                // A queue's steps take no time: it steps at the clock.
+                vnow = vnow.max(self.t0.elapsed());
+            }
             let out = self.engine.step(vnow);
+            if out.batch_seqs == 0
+                && let Some(due) = self.engine.next_due()
+            {
+                // A queue with nothing due now: sleep until its next token
+                // or freed slot, or until an arrival (which may take a
+                // free slot at once).
+                let wait = due.saturating_sub(self.t0.elapsed());
+                if !wait.is_zero() {
+                    match rx.recv_timeout(wait) {
+                        Ok(cmd) => {
+                            if !self.handle(cmd, self.t0.elapsed()) {
+                                return;
+                            }
+                        }
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+                continue;
+            }
             if out.batch_seqs == 0 {
                 // Nothing schedulable (cannot happen with valid presets):
                 // wait for a command rather than spin.

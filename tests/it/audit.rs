@@ -1,0 +1,74 @@
+//! `capcard audit` end to end, a fast subset of the out-of-sample table of
+//! BENCHMARKS.md ("Cr_open out of sample"): the shipped audit shapes pass
+//! `capcard check`, and the audit of one of them runs `capcard run` over
+//! seeds against a `sim queue` and holds each search to Erlang C. The
+//! seeds are fixed, so the figures are too: the thresholds are the
+//! stated confidence less what 20 seeds can wander (a binomial at 90%
+//! gives 15 or fewer in 20 about 4% of the time).
+
+use std::path::Path;
+
+use crate::support::capcard;
+
+fn audit_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/audit")
+}
+
+#[test]
+fn every_audit_shape_is_a_valid_experiment() {
+    let mut files: Vec<_> = std::fs::read_dir(audit_dir())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    capcard().arg("check").args(&files).assert().success();
+}
+
+#[test]
+fn the_audit_holds_short_window_searches_to_erlang_c() {
+    let out = capcard()
+        .arg("audit")
+        .arg(audit_dir().join("short-window.kdl"))
+        .args(["--seeds", "20", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["row"]["reference_method"], "Erlang C (closed form)");
+    let reference = row["row"]["reference_rps"].as_f64().unwrap();
+    // M/M/4, 200 ms, P(W > 100 ms) = 10%.
+    assert!((reference - 11.234).abs() < 0.01, "{reference}");
+    let summary = &row["summary"];
+    assert_eq!(summary["seeds"], 20);
+    let covered = summary["covered"].as_u64().unwrap();
+    assert!(
+        covered >= 16,
+        "the 90% range held the truth in {covered} of 20: {summary}"
+    );
+    let seeds = row["row"]["seeds"].as_array().unwrap();
+    assert!(seeds.iter().all(|s| s["calls"].as_u64().unwrap() > 0));
+}
+
+#[test]
+fn the_audit_refuses_an_endpoint_and_an_experiment_without_a_search() {
+    capcard()
+        .arg("audit")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/local-vllm.kdl"))
+        .args(["--target", "vllm-cpu", "--seeds", "1"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("is an endpoint"));
+    capcard()
+        .arg("audit")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/batch.kdl"))
+        .args(["--seeds", "1"])
+        .assert()
+        .code(1);
+}
