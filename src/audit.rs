@@ -8,11 +8,14 @@
 //! - how often the stated range holds it, against the stated confidence;
 //! - the median width of the range, and what the search spent.
 //!
-//! The reference of a `sim queue` target comes from queueing theory or a
-//! long run of the same queue ([`crate::sim::reference`]); the audit says
-//! which. Any other `sim` target (a calibrated twin) has no reference
-//! but its own long run, which is not built yet: its table gives the spread
-//! of the estimates, with no coverage.
+//! The reference of a `sim queue` target serving single calls comes from
+//! queueing theory or a long run of the same queue
+//! ([`crate::sim::reference`]). Any other engine (a calibrated twin, a
+//! queue serving agent tasks) gets a long run through `capcard run`
+//! itself: a grid of runs twenty times the experiment's length (at least
+//! ten minutes each) over ±25% of the seeds' median estimate, fitted by
+//! the same model, whose own range is stated beside it. The audit says
+//! which reference it used, and its precision.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,8 +43,11 @@ pub struct AuditRequest {
     /// Seeds to run: `first_seed .. first_seed + seeds`.
     pub seeds: u32,
     pub first_seed: u64,
-    /// Calls per rate of a long-run reference.
+    /// Calls per rate of a long-run reference of a queue.
     pub reference_calls: u64,
+    /// Long open runs (through `capcard run`) of the reference of an
+    /// engine with no known answer; 0: none.
+    pub reference_runs: u32,
     /// Keep each seed's results folder here (default: a temporary folder,
     /// removed at the end).
     pub keep: Option<PathBuf>,
@@ -338,7 +344,7 @@ pub fn reference_for(
     };
     let Some(model) = engine.queue else {
         return none(
-            "no reference: only a `sim queue` has a known answer (a long-run reference for other engines is not built yet)",
+            "no closed form: only a `sim queue` has a known answer",
             format!("sim {preset}"),
         );
     };
@@ -357,7 +363,7 @@ pub fn reference_for(
     };
     if !single_calls(w) {
         return none(
-            "no reference: the queue's answer is for single calls, not conversations or agent tasks",
+            "no closed form: the queue's answer is for single calls, not conversations or agent tasks",
             described,
         );
     }
@@ -582,10 +588,152 @@ pub async fn audit(
             started.elapsed().as_secs_f64()
         );
     }
+    // Rows with no reference of their own: a long run of the same engine,
+    // through `capcard run`, around where the seeds put Cr_open.
+    for row in rows.iter_mut().filter(|r| r.reference_rps.is_none()) {
+        if cancel.is_cancelled() || request.reference_runs == 0 {
+            break;
+        }
+        let mut estimates: Vec<f64> = row.seeds.iter().filter_map(|s| s.estimate_rps).collect();
+        estimates.sort_by(f64::total_cmp);
+        let Some(centre) = median(estimates) else {
+            continue;
+        };
+        let _ = writeln!(
+            log,
+            "{} × {}, SLO `{}`: a long-run reference around {} rps",
+            row.target,
+            row.workload,
+            row.slo,
+            crate::format::significant(centre)
+        );
+        let out = scratch.join(format!(
+            "reference-{}--{}--{}",
+            row.target, row.workload, row.slo
+        ));
+        let long = long_run_source(&source, centre, request.reference_runs, open).map_err(|e| {
+            AuditError::Usage(format!("cannot write the reference runs: {e}"), None)
+        })?;
+        let run = RunRequest {
+            experiment_path: path.clone(),
+            source: Some(long),
+            out: Some(out.clone()),
+            only: Some(crate::plan::Mode::Open),
+            target: Some(row.target.clone()),
+            workload: Some(row.workload.clone()),
+            resume: None,
+            show_progress: false,
+            nonce: Some(0xE1E7),
+            virtual_time: true,
+            shard: None,
+        };
+        let mut quiet = std::io::sink();
+        runner::run(&run, cancel.clone(), &mut quiet).await?;
+        let report = folder::load_report(&ResultsFolder::new(&out))?;
+        let found = report
+            .cards
+            .iter()
+            .filter(|c| c.target == row.target && c.workload == row.workload)
+            .flat_map(|c| c.cr_open.iter())
+            .find(|c| c.slo == row.slo);
+        if let Some(cr) = found
+            && let (Some(rps), [Some(lo), Some(hi)]) = (cr.rps, cr.range)
+            && !cr.at_least
+        {
+            row.reference_rps = Some(rps);
+            row.reference_relative_error = Some(((hi - lo) / 2.0 / rps) / 1.645);
+            row.reference_method = format!(
+                "a long run through capcard run: {} open runs of {} around the seeds' median, fitted ({}% range {}–{})",
+                request.reference_runs,
+                crate::format::duration_words(long_run_window(open).as_secs_f64()),
+                crate::format::significant(cr.confidence.unwrap_or(0.9) * 100.0),
+                crate::format::significant(lo),
+                crate::format::significant(hi)
+            );
+        } else {
+            row.reference_method = format!(
+                "{}; the long run around {} rps did not place it either",
+                row.reference_method,
+                crate::format::significant(centre)
+            );
+        }
+        if request.keep.is_none() {
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
     if request.keep.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
     Ok(rows)
+}
+
+/// A long-run reference's window: 20 of the experiment's runs, at least
+/// ten minutes.
+fn long_run_window(open: &crate::config::OpenSpec) -> std::time::Duration {
+    let run = match open.stop {
+        crate::config::StopRule::Duration(d) => d,
+        _ => std::time::Duration::from_secs(60),
+    };
+    (run * 20).max(std::time::Duration::from_secs(600))
+}
+
+/// The experiment with its `open` block made a grid of `runs` long runs
+/// spread over ±25% of `centre` (denser near it), everything else as
+/// written: the runs a long-run reference fits.
+pub fn long_run_source(
+    source: &str,
+    centre: f64,
+    runs: u32,
+    open: &crate::config::OpenSpec,
+) -> Result<String, String> {
+    let mut doc: kdl::KdlDocument = source.parse().map_err(|e| format!("{e}"))?;
+    let Some(block) = doc
+        .nodes_mut()
+        .iter_mut()
+        .find(|n| n.name().value() == "open")
+    else {
+        return Err("no open block".into());
+    };
+    let children = block.ensure_children();
+    children.nodes_mut().retain(|n| {
+        !matches!(
+            n.name().value(),
+            "search"
+                | "rates"
+                | "duration"
+                | "requests"
+                | "budget"
+                | "repeat"
+                | "frontier"
+                | "warmup"
+        )
+    });
+    let runs = runs.max(3);
+    let mut rates = kdl::KdlNode::new("rates");
+    for k in 0..runs {
+        // −25% … +25% in ln(rate), evenly.
+        let t = -1.0 + 2.0 * f64::from(k) / f64::from(runs - 1);
+        let rate = centre * (t * 1.25f64.ln()).exp();
+        let rate = (rate * 1000.0).round() / 1000.0;
+        rates.push(kdl::KdlEntry::new(rate));
+    }
+    children.nodes_mut().push(rates);
+    let mut duration = kdl::KdlNode::new("duration");
+    duration.push(kdl::KdlEntry::new(format!(
+        "{}s",
+        long_run_window(open).as_secs()
+    )));
+    children.nodes_mut().push(duration);
+    let mut warmup = kdl::KdlNode::new("warmup");
+    warmup.push(kdl::KdlEntry::new(format!(
+        "{}s",
+        (open.warmup.as_secs() * 4).max(30)
+    )));
+    children.nodes_mut().push(warmup);
+    let mut budget = kdl::KdlNode::new("budget");
+    budget.push(kdl::KdlEntry::new("1s"));
+    children.nodes_mut().push(budget);
+    Ok(doc.to_string())
 }
 
 fn seed_result(

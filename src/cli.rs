@@ -263,9 +263,14 @@ pub enum Command {
         /// The first seed (seeds run from it upwards).
         #[arg(long, default_value_t = 1)]
         first_seed: u64,
-        /// Calls per rate of a long-run reference.
+        /// Calls per rate of a `sim queue`'s long-run reference.
         #[arg(long, default_value_t = 2_000_000)]
         reference_calls: u64,
+        /// Long open runs through `capcard run` for the reference of an
+        /// engine with no known answer (0: none, the table then gives the
+        /// spread of the estimates alone).
+        #[arg(long, default_value_t = 7)]
+        reference_runs: u32,
         /// Keep each seed's results folder in this directory.
         #[arg(long)]
         keep: Option<PathBuf>,

@@ -220,6 +220,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             seeds,
             first_seed,
             reference_calls,
+            reference_runs,
             keep,
             json,
         } => audit(
@@ -230,6 +231,7 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
                 seeds,
                 first_seed,
                 reference_calls,
+                reference_runs,
                 keep,
             },
             json,
