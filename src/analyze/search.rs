@@ -343,8 +343,15 @@ fn supported(fit: &SloFit) -> bool {
 /// did not judge it.
 fn beyond(run: &RunEvidence, slo: &str) -> Option<bool> {
     let clauses = &run.slos.iter().find(|s| s.slo == slo)?.clauses;
-    if run.censored.is_some() {
-        return Some(true);
+    // A backlogged run is read by its counts, as the fit reads it
+    // (`cr_open::censored_for`): a clause it counted beyond the bound is
+    // beyond, and one it did not measure counts as censored.
+    match run.censored.as_deref() {
+        Some(cr_open::BACKLOGGED) if clauses.iter().any(|c| c.observation.is_none()) => {
+            return Some(true);
+        }
+        Some(why) if why != cr_open::BACKLOGGED => return Some(true),
+        _ => {}
     }
     Some(clauses.iter().any(|c| match (c.observation, c.bound) {
         (
