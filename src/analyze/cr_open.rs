@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{RunState, RunSummary};
-use crate::stats::crossing::{self, Bound, Method, Observation, Point};
+use crate::stats::crossing::{self, Bound, Method, Observation, Point, Side};
 use crate::stats::interval::{normal_quantile, proportion_interval};
 
 /// The confidence of the Cr_open range unless `search ... confidence=`
@@ -131,9 +131,43 @@ pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
     } else {
         match summary.state {
             RunState::Overloaded => Some("overloaded"),
-            RunState::Backlogged => Some("backlogged"),
+            RunState::Backlogged => Some(BACKLOGGED),
             RunState::Stable => None,
         }
+    }
+}
+
+/// Why a run was flagged by a trend test alone (calls in flight or TTFT
+/// rising through its window): the one reason the run's own counts can
+/// overrule (see [`censored_for`]).
+pub const BACKLOGGED: &str = "backlogged";
+
+/// Whether `run` is censored for one clause, which it observed as
+/// `observation` against `bound`. Overloaded (arrivals left unfinished),
+/// invalid, rate-limited and decided early: always, whatever the counts.
+/// Backlogged alone is a trend test over a short window, and a queue's
+/// wander trips it well below saturation (seen at 67% utilisation); one
+/// such run censored below the fitted crossing collapsed the range to a
+/// bracket at the lowest rates tried. A backlogged run still carries its
+/// counts, and a queue that is truly filling shows it there: it is
+/// censored for the clause only when its own counts put the clause
+/// beyond the bound at the one-sided level of the range's `confidence`
+/// (its interval's lower end above what is allowed), or when it measured
+/// nothing of it. Otherwise its counts are a point of the fit like any
+/// other run's (a point beyond the bound by its fraction pulls the
+/// crossing down as a cap would, without cutting the range).
+pub fn censored_for(
+    run: &RunEvidence,
+    observation: Option<Observation>,
+    bound: Bound,
+    confidence: f64,
+) -> bool {
+    match run.censored.as_deref() {
+        None => false,
+        Some(BACKLOGGED) => observation
+            .and_then(|o| crossing::side(o, bound, confidence))
+            .is_none_or(|side| side == Side::Beyond),
+        Some(_) => true,
     }
 }
 
@@ -155,7 +189,7 @@ pub fn highest_measured_rps<'r>(runs: impl IntoIterator<Item = &'r RunEvidence>)
 /// overloaded (arrivals left unfinished), invalid, rate-limited, decided
 /// early.
 pub fn censoring_stands(why: &str, realized_rps: f64, highest_measured: Option<f64>) -> bool {
-    why != "backlogged" || highest_measured.is_none_or(|h| h <= realized_rps)
+    why != BACKLOGGED || highest_measured.is_none_or(|h| h <= realized_rps)
 }
 
 /// What a judged clause allows: `1 − q` beyond the bound for a percentile,
@@ -252,8 +286,16 @@ impl SloFit {
 /// Cr_open of `slo` from every run in `runs` at `confidence`.
 pub fn fit(runs: &[RunEvidence], slo: &str, confidence: f64) -> SloFit {
     let judged = judged_by(runs, slo);
+    // A run censored for any clause of the SLO (a backlogged run whose
+    // counts were within every bound is a point of every fit instead).
     let censored: Vec<(f64, String)> = judged
         .iter()
+        .filter(|(r, clauses)| {
+            (clauses.is_empty() && r.censored.is_some())
+                || clauses
+                    .iter()
+                    .any(|c| censored_for(r, c.observation, c.bound, confidence))
+        })
         .filter_map(|(r, _)| Some((r.realized_rps, r.censored.clone()?)))
         .collect();
     let labels: Vec<(String, Bound)> = judged
@@ -356,7 +398,8 @@ fn judged_by<'r>(
 }
 
 /// One clause's crossing over the `judged` runs: every run that measured
-/// it is a point at its realized rate, every censored run caps the range.
+/// it is a point at its realized rate, every run censored for it
+/// ([`censored_for`]) caps the range.
 fn fit_clause(
     judged: &[(RunEvidence, &[ClauseObservation])],
     index: usize,
@@ -364,19 +407,17 @@ fn fit_clause(
     bound: Bound,
     confidence: f64,
 ) -> (ClauseCrossing, Method) {
-    let censored_rates: Vec<f64> = judged
-        .iter()
-        .filter(|(r, _)| r.censored.is_some())
-        .map(|(r, _)| r.realized_rps)
-        .collect();
     let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let mut censored_rates = Vec::new();
     let mut points = Vec::new();
     let mut shown = Vec::new();
     for (run, clauses) in judged {
-        if run.censored.is_some() {
+        let observation = clauses.get(index).and_then(|c| c.observation);
+        if censored_for(run, observation, bound, confidence) {
+            censored_rates.push(run.realized_rps);
             continue;
         }
-        let Some(observation) = clauses.get(index).and_then(|c| c.observation) else {
+        let Some(observation) = observation else {
             continue;
         };
         points.push(Point {
@@ -503,6 +544,57 @@ mod tests {
         assert!(fit.range[1].unwrap() <= 9.0);
         // The overloaded run is not a point of the fit.
         assert_eq!(fit.clauses[0].points.len(), 2);
+    }
+
+    /// A run flagged backlogged by its trend test at a low rate, its
+    /// counts well within the bound, with every faster run stopped early:
+    /// it used to be censored, and the range collapsed to the bracket
+    /// below it. Now its counts make it a point, and the range holds the
+    /// crossing; the same run counting the clause beyond the bound (a
+    /// queue truly filling) still caps it.
+    #[test]
+    fn a_backlogged_run_within_the_bound_is_a_point_and_one_beyond_caps() {
+        // A logistic tail crossing 10% at 10 rps, 4 logits per e-fold.
+        let pi = |r: f64| 1.0 / (1.0 + (-((0.1f64 / 0.9).ln() + 4.0 * (r / 10.0).ln())).exp());
+        let mut runs = vec![
+            run(4.0, &[(0.1, pi(4.0))], None),
+            run(6.0, &[(0.1, pi(6.0))], None),
+            run(8.0, &[(0.1, pi(8.0))], Some(BACKLOGGED)),
+            run(16.0, &[(0.1, 0.9)], Some("decided early")),
+        ];
+        let within = fit(&runs, "s", 0.9);
+        assert_eq!(within.method, Method::Fit, "{within:?}");
+        assert_eq!(within.censored, vec![(16.0, "decided early".to_string())]);
+        assert_eq!(within.clauses[0].points.len(), 3);
+        let [Some(low), Some(high)] = within.range else {
+            panic!("{within:?}");
+        };
+        assert!(low <= 10.0 && 10.0 <= high, "{within:?}");
+        assert!(low > 6.0, "{within:?}");
+
+        runs[2] = run(8.0, &[(0.1, 0.3)], Some(BACKLOGGED));
+        let beyond = fit(&runs, "s", 0.9);
+        assert_eq!(beyond.clauses[0].points.len(), 2, "{beyond:?}");
+        assert!(beyond.censored.contains(&(8.0, BACKLOGGED.to_string())));
+        assert!(beyond.range[1].is_some_and(|h| h <= 8.0), "{beyond:?}");
+
+        // Beyond by its point estimate, not by its interval: a point of the
+        // fit, beyond the bound, which pulls the crossing below it.
+        let mut unsure = run(8.0, &[(0.1, 0.105)], Some(BACKLOGGED));
+        unsure.slos[0].clauses[0].observation = Some(Observation::Count {
+            samples: 200.0,
+            beyond: 21.0,
+            inflation: 1.0,
+        });
+        runs[2] = unsure;
+        let unsure = fit(&runs, "s", 0.9);
+        assert_eq!(unsure.clauses[0].points.len(), 3, "{unsure:?}");
+        assert_eq!(unsure.censored.len(), 1, "{unsure:?}");
+        // Overloaded stays censored whatever its counts.
+        runs[2] = run(8.0, &[(0.1, pi(8.0))], Some("overloaded"));
+        let overloaded = fit(&runs, "s", 0.9);
+        assert_eq!(overloaded.clauses[0].points.len(), 2, "{overloaded:?}");
+        assert!(overloaded.range[1].is_some_and(|h| h <= 8.0));
     }
 
     #[test]

@@ -326,7 +326,8 @@ pub struct CrOpen {
     #[serde(default)]
     pub range: [Option<f64>; 2],
     /// The range's lower end, the rate one can promise: what sizing uses
-    /// unless `sizing` says `cr-open "estimate"`.
+    /// unless `sizing` says `cr-open "estimate"`; null when the range has
+    /// no lower end (then nothing is promised).
     #[serde(default)]
     pub promise_rps: Option<f64>,
     /// The confidence of `range` (two-sided); null before the fit.
@@ -370,10 +371,25 @@ pub struct CrOpen {
 }
 
 impl CrOpen {
-    /// The rate one can promise: the range's lower end (the point itself
-    /// for a folder from before the fit).
+    /// The rate one can promise: the range's lower end. A fitted Cr_open
+    /// (one with a `confidence`) whose range has no lower end promises
+    /// nothing: its estimate is where the model crosses, and the runs do
+    /// not show the replica holds the SLO there at the stated confidence.
+    /// Only a folder from before the fit, read by its verdicts, promises
+    /// its one figure (the highest rate that passed).
     pub fn promise(&self) -> Option<f64> {
-        self.promise_rps.or(self.range[0]).or(self.rps)
+        let lower_end = self.promise_rps.or(self.range[0]);
+        if self.confidence.is_some() {
+            lower_end
+        } else {
+            lower_end.or(self.rps)
+        }
+    }
+
+    /// A fitted Cr_open with an estimate but nothing to promise: the range
+    /// has no lower end (the runs do not bound Cr_open from below).
+    pub fn estimate_without_promise(&self) -> bool {
+        self.confidence.is_some() && self.rps.is_some() && self.promise().is_none()
     }
 }
 

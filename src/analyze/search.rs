@@ -343,8 +343,15 @@ fn supported(fit: &SloFit) -> bool {
 /// did not judge it.
 fn beyond(run: &RunEvidence, slo: &str) -> Option<bool> {
     let clauses = &run.slos.iter().find(|s| s.slo == slo)?.clauses;
-    if run.censored.is_some() {
-        return Some(true);
+    // A backlogged run is read by its counts, as the fit reads it
+    // (`cr_open::censored_for`): a clause it counted beyond the bound is
+    // beyond, and one it did not measure counts as censored.
+    match run.censored.as_deref() {
+        Some(cr_open::BACKLOGGED) if clauses.iter().any(|c| c.observation.is_none()) => {
+            return Some(true);
+        }
+        Some(why) if why != cr_open::BACKLOGGED => return Some(true),
+        _ => {}
     }
     Some(clauses.iter().any(|c| match (c.observation, c.bound) {
         (
@@ -551,12 +558,34 @@ fn fit_note(
             ));
         }
         [None, Some(high)] if fit.estimate_rps.is_some() => {
+            // Nothing is promised (the promise is the range's lower end):
+            // say what would give one.
+            let lower = if max_rps.is_some() {
+                "a lower `min` for the search"
+            } else {
+                "lower rates in the grid"
+            };
+            let why = if fit.method == Method::Bracket {
+                format!(
+                    "no run below where the SLO is exceeded was within it at the {}% \
+                     one-sided level (rates tested: {} {unit}); the range reaches up to {} {unit}",
+                    significant((1.0 + fit.confidence) / 2.0 * 100.0),
+                    list(&tested),
+                    significant(high)
+                )
+            } else {
+                format!(
+                    "the {}% range reaches below the lowest rate tested ({} {unit}), up to {} \
+                     {unit}",
+                    significant(fit.confidence * 100.0),
+                    list(&tested[..tested.len().min(1)]),
+                    significant(high)
+                )
+            };
             return Some(format!(
-                "the runs do not bound Cr_open from below: the {}% range reaches below the \
-                 lowest rate tested ({} {unit}), up to {} {unit}",
-                significant(fit.confidence * 100.0),
-                list(&tested[..tested.len().min(1)]),
-                significant(high)
+                "the runs do not bound Cr_open from below: {why}; so nothing is promised yet: \
+                 runs further below the estimate ({lower}) or more calls near it (a longer \
+                 `budget`, or a longer `duration` per run) would give the range a lower end"
             ));
         }
         [None, Some(high)] => {
@@ -1231,5 +1260,44 @@ mod tests {
             ..run
         };
         assert!(!needs_extension(&invalid, &["chat".to_string()]));
+    }
+
+    /// A fit with an estimate and no lower end: the note says nothing is
+    /// promised yet and what would give a promise.
+    #[test]
+    fn an_open_lower_end_says_nothing_is_promised_and_what_would() {
+        let fit = SloFit {
+            slo: "s".into(),
+            confidence: 0.9,
+            estimate_rps: Some(39.0),
+            range: [None, Some(45.0)],
+            method: Method::Fit,
+            bound_by: Some("ttft".into()),
+            clauses: vec![],
+            censored: vec![],
+        };
+        let runs: Vec<RunEvidence> = [36.0, 42.0]
+            .iter()
+            .map(|&r| RunEvidence {
+                run_id: format!("r{r}"),
+                rate_rps: r,
+                realized_rps: r,
+                censored: None,
+                slos: vec![],
+            })
+            .collect();
+        let note = fit_note(&fit, &runs, ("s", "rps"), Some(80.0), Some(0.05), None).unwrap();
+        assert!(
+            note.starts_with("the runs do not bound Cr_open from below"),
+            "{note}"
+        );
+        assert!(note.contains("nothing is promised yet"), "{note}");
+        assert!(note.contains("a lower `min` for the search"), "{note}");
+        assert!(
+            note.contains("`budget`") && note.contains("`duration`"),
+            "{note}"
+        );
+        let grid = fit_note(&fit, &runs, ("s", "rps"), None, None, None).unwrap();
+        assert!(grid.contains("lower rates in the grid"), "{grid}");
     }
 }

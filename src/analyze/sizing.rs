@@ -7,7 +7,9 @@
 //!   requests (tasks) per second: its *promise*, the lower end of its range
 //!   (what the runs support at the card's confidence), unless `cr-open
 //!   "estimate"` asks for the point estimate. No Cr_open → no replica
-//!   count, and the row says why; a Cr_open that is only a lower bound
+//!   count, and the row says why; a fitted Cr_open whose range has no
+//!   lower end promises nothing, so by default it gives no count either,
+//!   and the row says what would give one; a Cr_open that is only a lower bound
 //!   (`≥`) is used as is, with a note that the count may be higher than
 //!   needed.
 //! - `rps= mix=` targets divide by Cr_open of the mix at its declared
@@ -150,6 +152,16 @@ fn open_capacity(
     };
     let note = match found {
         None => Some(format!("no Cr_open measured for {what}: no replica count")),
+        Some(c) if matches!(using, CrOpenUse::Promise) && c.estimate_without_promise() => {
+            Some(format!(
+                "Cr_open for {what} promises nothing yet: its range has no lower end (the runs \
+                 do not bound it from below; a lower `min` for the search, or a longer `budget` \
+                 or `duration`, would give one), and sizing uses the promise: no replica count \
+                 (`cr-open \"estimate\"` sizes from the estimate, {} rps, with no confidence \
+                 that the replica holds it)",
+                c.rps.map(significant).unwrap_or_default()
+            ))
+        }
         Some(c) if figure(c).is_none() => Some(format!(
             "Cr_open for {what} was not reached{}: no replica count",
             c.note
@@ -331,6 +343,53 @@ mod tests {
                 .starts_with("no Cr_closed measured")
         );
         assert_eq!(rows[2].cost_per_million_output_tokens, None);
+    }
+
+    /// A fitted Cr_open whose range has no lower end: an estimate, and no
+    /// promise. By the promise (the default) no replica count, and the row
+    /// says why and what would give one; by the estimate, a count.
+    #[test]
+    fn a_fitted_cr_open_without_a_lower_end_sizes_only_by_its_estimate() {
+        let cr = CrOpen {
+            slo: "s".into(),
+            rps: Some(39.0),
+            range: [None, Some(45.0)],
+            confidence: Some(0.9),
+            method: Some("fit".into()),
+            note: Some("the runs do not bound Cr_open from below".into()),
+            ..CrOpen::default()
+        };
+        assert_eq!(cr.promise(), None);
+        assert!(cr.estimate_without_promise());
+        let mut by = spec(
+            vec![SizingTarget::Rps {
+                rps: RatePerS(100.0),
+                slo: "s".into(),
+            }],
+            0.0,
+            0,
+        );
+        let rows = size(&by, std::slice::from_ref(&cr), None, None);
+        assert_eq!(rows[0].uses, "cr_open:s:promise");
+        assert_eq!(rows[0].cr_per_replica, None);
+        assert_eq!(rows[0].replicas, None);
+        let note = rows[0].note.as_deref().unwrap();
+        assert!(note.contains("promises nothing yet"), "{note}");
+        assert!(note.contains("a lower `min`"), "{note}");
+        assert!(note.contains("`cr-open \"estimate\"`"), "{note}");
+        by.cr_open = CrOpenUse::Estimate;
+        let rows = size(&by, std::slice::from_ref(&cr), None, None);
+        assert_eq!(rows[0].cr_per_replica, Some(39.0));
+        assert_eq!(rows[0].replicas, Some(3));
+        // A folder from before the fit (no confidence) promises its figure.
+        let before = CrOpen {
+            range: [None, Some(45.0)],
+            confidence: None,
+            method: Some("verdicts".into()),
+            ..cr
+        };
+        assert_eq!(before.promise(), Some(39.0));
+        assert!(!before.estimate_without_promise());
     }
 
     #[test]

@@ -37,11 +37,34 @@
 //!
 //! - **A cliff** (a KV-cache wall, preemption): π jumps from near 0 to near
 //!   1 between two runs, the best slope runs off to its cap, and the
-//!   model says nothing between them. The crossing falls back to the
-//!   bracket between the runs on either side ([`Method::Bracket`]).
-//! - **Censored runs** (overloaded, backlogged, invalid): they show the
-//!   rate is above the crossing without a fraction to fit; they cap the
-//!   range's upper end, never bend the curve.
+//!   model says nothing between them. A cliff is called only when the runs
+//!   show one beyond their noise: the fitted slope would rise by more than
+//!   `CLIFF_LOGITS` (6) across the gap between the runs either side, *and* a
+//!   likelihood-ratio test rejects every curve that rises by at most that
+//!   much there — the kernel-weighted deviance with the slope capped at
+//!   `CLIFF_LOGITS / ln(b/a)` exceeds the free fit's by more than `z²·φ`
+//!   (the range's own cut and dispersion). At the cap the statistic is a
+//!   half-and-half mixture of 0 and χ²₁, so a smooth curve as steep as the
+//!   cap is called a cliff with probability (1 − c)/2 (5% at a 90% range),
+//!   and a gentler one (every queue's tail) far less often. Two short runs
+//!   that differ by more than a smooth curve allows by their point
+//!   estimates, but not by their intervals, are no cliff; the smooth
+//!   fit's range stands.
+//! - **Censored runs** (overloaded, invalid, rate-limited, decided early,
+//!   and a backlogged run whose counts are beyond the bound: see
+//!   `analyze::cr_open::censored_for`): they show the rate is above the
+//!   crossing without a fraction to fit; they cap the range's upper end,
+//!   never bend the curve. One below the fitted crossing contradicts the
+//!   fit, and the crossing falls back to the bracket too.
+//! - **The bracket** ([`Method::Bracket`]) carries the range's confidence
+//!   like the fit: its lower end is the highest rate whose run is within
+//!   the bound at the one-sided level (its Wilson interval's upper end
+//!   below what is allowed, from its pooled effective samples), its upper
+//!   end the lowest rate whose run is beyond it at that level, or a
+//!   censored rate. A neighbouring run that is neither is passed over for
+//!   the next one out; an end with none is open. The estimate is the
+//!   geometric middle of the runs either side by their point estimates,
+//!   kept within the range.
 //! - **One side only**: with every run below the bound, the range has no
 //!   upper end (`None`), with every run beyond it no lower end.
 
@@ -147,6 +170,90 @@ impl Crossing {
     }
 }
 
+/// Where one run stands against a clause's bound by its own interval at
+/// the one-sided level of the range's two-sided confidence (95% for a 90%
+/// range): the interval's upper end below what is allowed, its lower end
+/// above it, or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Within,
+    Beyond,
+    Unsure,
+}
+
+/// Where `beyond` of `effective` independent samples stand against an
+/// allowed fraction, `z` the two-sided normal quantile of the confidence:
+/// the Wilson interval (as the runs' own intervals on the card). A bound of
+/// 0 is a count, not an estimate: within with none beyond, beyond with one.
+fn count_side(fraction: f64, effective: f64, allowed: f64, z: f64) -> Side {
+    if allowed <= 0.0 {
+        return if fraction > 0.0 {
+            Side::Beyond
+        } else {
+            Side::Within
+        };
+    }
+    if effective.is_nan() || effective <= 0.0 {
+        return Side::Unsure;
+    }
+    let z2 = z * z;
+    let centre = (fraction + z2 / (2.0 * effective)) / (1.0 + z2 / effective);
+    let half = z / (1.0 + z2 / effective)
+        * (fraction * (1.0 - fraction) / effective + z2 / (4.0 * effective * effective)).sqrt();
+    if centre + half < allowed {
+        Side::Within
+    } else if centre - half > allowed {
+        Side::Beyond
+    } else {
+        Side::Unsure
+    }
+}
+
+/// Where `ln(mean / bound)` with standard deviation `sd` stands.
+fn mean_side(log_ratio: f64, sd: f64, z: f64) -> Side {
+    if log_ratio + z * sd < 0.0 {
+        Side::Within
+    } else if log_ratio - z * sd > 0.0 {
+        Side::Beyond
+    } else {
+        Side::Unsure
+    }
+}
+
+/// Where one run's `observation` stands against `bound` by its own counts
+/// (its own batch-means inflation) at the one-sided level of `confidence`
+/// (two-sided). `None` when the observation does not fit the bound.
+pub fn side(observation: Observation, bound: Bound, confidence: f64) -> Option<Side> {
+    let z = normal_quantile(1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0);
+    match (observation, bound) {
+        (
+            Observation::Count {
+                samples,
+                beyond,
+                inflation,
+            },
+            Bound::Fraction(allowed),
+        ) if samples > 0.0 => Some(count_side(
+            (beyond / samples).clamp(0.0, 1.0),
+            samples / inflation.max(1.0),
+            allowed,
+            z,
+        )),
+        (Observation::Mean { mean, std_error }, Bound::Mean(m))
+            if mean > 0.0 && m > 0.0 && std_error.is_finite() =>
+        {
+            Some(mean_side((mean / m).ln(), mean_sd(mean, std_error), z))
+        }
+        _ => None,
+    }
+}
+
+/// `sd(ln mean)` by the delta method, `se / mean`, floored so that one run
+/// with identical batches cannot take all weight.
+fn mean_sd(mean: f64, std_error: f64) -> f64 {
+    (std_error / mean).max(1e-3)
+}
+
 /// The slope's cap: a logit rising by 10 within 1% of the rate. A fit that
 /// wants it steeper is a cliff.
 const SLOPE_CAP: f64 = 1000.0;
@@ -219,9 +326,11 @@ fn merge_pairs(samples: &[u64], sums: &[f64]) -> (Vec<u64>, Vec<f64>) {
     )
 }
 
-/// Across the gap between the runs either side of the crossing, a fitted
-/// rise larger than this (in logits, or in ln of the mean: π from 0.6% to
-/// 69% around a 10% bound) is a cliff the runs do not resolve.
+/// Across the gap between the runs either side of the crossing, a rise
+/// larger than this (in logits, or in ln of the mean: π from 0.6% to 69%
+/// around a 10% bound) is a cliff the runs do not resolve, when the runs
+/// reject every curve rising less (the likelihood-ratio test in
+/// [`crossing`]).
 const CLIFF_LOGITS: f64 = 6.0;
 /// Half a tricube kernel's support never narrower than this, in `ln λ`.
 const KERNEL_MIN_HALF_WIDTH: f64 = 0.405; // ln 1.5
@@ -291,7 +400,7 @@ pub fn crossing(
             ..Crossing::none()
         };
     };
-    let shape = data.best_shape(&kernel, theta, half_width);
+    let shape = data.best_shape(&kernel, theta, half_width, SLOPE_CAP);
     let slope = shape.slope;
     let dispersion = data.dispersion(&kernel, theta, shape);
     let allowed = cut * dispersion;
@@ -301,18 +410,36 @@ pub fn crossing(
         (None, Some(c)) => Some(c),
         (r, None) => r,
     };
-    // A cliff: the fitted curve rises across the gap between the runs on
-    // either side by more than CLIFF_LOGITS, so where in the gap it crosses
-    // is the model's shape, not the runs' evidence.
-    let cliff = slope >= SLOPE_CAP * 0.5
-        || matches!(bracket, [Some(a), Some(b)] if slope * (b / a).ln() > CLIFF_LOGITS);
-    // The bracket between the runs either side, its geometric middle the
-    // estimate: what the runs show where the model says nothing.
+    // A cliff: the runs ask for a curve steeper than any that rises by at
+    // most CLIFF_LOGITS across the gap between the runs either side, by
+    // more than their noise allows (see `cliff_shown`); then where in the
+    // gap it crosses is the model's shape, not the runs' evidence.
+    let steepest_smooth = match bracket {
+        [Some(a), Some(b)] if b > a => CLIFF_LOGITS / (b / a).ln(),
+        _ => SLOPE_CAP * 0.5,
+    };
+    let cliff = slope > steepest_smooth
+        && profile.best.is_some_and(|(_, free)| {
+            let smooth = data.profile_capped(&kernel, half_width, (lo, hi), steepest_smooth);
+            smooth
+                .best
+                .is_some_and(|(_, capped)| capped - free > cut * dispersion)
+        });
+    // Where the model says nothing, what the runs show at the same
+    // confidence: the range from the runs confidently on either side (see
+    // `Data::confident_bracket`), the estimate the geometric middle of the
+    // runs either side by their point estimates, kept within that range.
     let from_bracket = || {
+        let range = data.confident_bracket(lowest_censored, z);
         let [b_lo, b_hi] = bracket;
+        let estimate = b_lo.zip(b_hi).map(|(a, b)| {
+            let middle = (a * b).sqrt();
+            let middle = range[0].map_or(middle, |l| middle.max(l));
+            range[1].map_or(middle, |h| middle.min(h))
+        });
         Crossing {
-            estimate_per_s: b_lo.zip(b_hi).map(|(a, b)| (a * b).sqrt()),
-            range_per_s: bracket,
+            estimate_per_s: estimate,
+            range_per_s: range,
             method: Method::Bracket,
             slope,
             dispersion,
@@ -328,7 +455,8 @@ pub fn crossing(
     let range_high = cap(high.map(f64::exp));
     // A censored run below the fitted crossing: a run that could not keep
     // up contradicts the fit, and the runs show no more than the bracket
-    // below it (the highest run within the bound, the censored rate).
+    // below it (the highest run confidently within the bound, the censored
+    // rate).
     if lowest_censored.is_some_and(|c| c < estimate) {
         return from_bracket();
     }
@@ -380,10 +508,10 @@ struct Shape {
     curvature: f64,
 }
 
-/// `shape` within its bounds: slope in `[0, SLOPE_CAP]`, curvature within
+/// `shape` within its bounds: slope in `[0, cap]`, curvature within
 /// `±room·slope`.
-fn clamp_shape(shape: Shape, room: f64) -> Shape {
-    let slope = shape.slope.clamp(0.0, SLOPE_CAP);
+fn clamp_shape(shape: Shape, room: f64, cap: f64) -> Shape {
+    let slope = shape.slope.clamp(0.0, cap);
     let bound = room * slope;
     Shape {
         slope,
@@ -410,6 +538,8 @@ struct Data {
     /// logit π₀ (counts).
     target_logit: f64,
     target: f64,
+    /// The fraction allowed as declared (counts; `target` is clamped off 0).
+    allowed: f64,
 }
 
 impl Data {
@@ -425,9 +555,11 @@ impl Data {
             counts: matches!(bound, Bound::Fraction(_)),
             target_logit: 0.0,
             target: 0.0,
+            allowed: 0.0,
         };
         match bound {
             Bound::Fraction(p0) => {
+                data.allowed = p0;
                 let p0 = p0.clamp(1e-9, 1.0 - 1e-9);
                 data.target = p0;
                 data.target_logit = (p0 / (1.0 - p0)).ln();
@@ -456,9 +588,7 @@ impl Data {
                 (Observation::Mean { mean, std_error }, Bound::Mean(m))
                     if mean > 0.0 && m > 0.0 && std_error.is_finite() =>
                 {
-                    // Delta method: sd(ln mean) = se / mean, floored so that
-                    // one run with identical batches cannot take all weight.
-                    let sd = (std_error / mean).max(1e-3);
+                    let sd = mean_sd(mean, std_error);
                     data.rate.push(p.rate_per_s);
                     data.x.push(p.rate_per_s.ln());
                     data.log_ratio.push((mean / m).ln());
@@ -545,6 +675,42 @@ impl Data {
         [highest_within, lowest_beyond]
     }
 
+    /// Where run `i` stands against the bound by its interval at the
+    /// one-sided level of `z` (its effective samples after pooling).
+    fn side(&self, i: usize, z: f64) -> Side {
+        if self.counts {
+            count_side(self.fraction[i], self.weight[i], self.allowed, z)
+        } else {
+            mean_side(self.log_ratio[i], self.variance[i].sqrt(), z)
+        }
+    }
+
+    /// The bracket the runs show at the range's confidence, `z` its
+    /// two-sided quantile: from below, the highest rate whose run is
+    /// confidently within the bound (its interval's upper end below what is
+    /// allowed, at the one-sided level); from above, the lowest rate whose
+    /// run is confidently beyond it, or a censored rate. A run neither way
+    /// is passed over for the next one out, and an end with no such run is
+    /// open. Wherever π rises (smoothly or in a jump), a run above the
+    /// crossing is beyond the bound and shows confidently within it with
+    /// probability at most (1 − c)/2, and less the further it is from the
+    /// crossing; so each end errs at about the one-sided level, and the
+    /// pair holds the crossing at about the two-sided confidence (runs
+    /// close to the crossing on the wrong side add a little to the error).
+    fn confident_bracket(&self, censored: Option<f64>, z: f64) -> [Option<f64>; 2] {
+        let lowest_beyond = (0..self.x.len())
+            .filter(|&i| self.side(i, z) == Side::Beyond)
+            .map(|i| self.rate[i])
+            .chain(censored)
+            .min_by(f64::total_cmp);
+        let highest_within = (0..self.x.len())
+            .filter(|&i| self.side(i, z) == Side::Within)
+            .map(|i| self.rate[i])
+            .filter(|&r| lowest_beyond.is_none_or(|b| r < b))
+            .max_by(f64::total_cmp);
+        [highest_within, lowest_beyond]
+    }
+
     /// Deviance of point `i` at linear predictor `eta` (its contribution to
     /// −2 log-likelihood against a perfect fit).
     fn point_deviance(&self, i: usize, eta: f64) -> f64 {
@@ -592,11 +758,11 @@ impl Data {
         }
     }
 
-    /// The best shape at `theta`: slope in `[0, SLOPE_CAP]`, curvature
+    /// The best shape at `theta`: slope in `[0, cap]`, curvature
     /// within `±slope / (2·half_width)`, so the curve rises throughout the
     /// kernel's support. Newton's method on the (convex) half deviance in
     /// the two coefficients, then, when a bound binds, along it alone.
-    fn best_shape(&self, kernel: &[f64], theta: f64, half_width: f64) -> Shape {
+    fn best_shape(&self, kernel: &[f64], theta: f64, half_width: f64, cap: f64) -> Shape {
         let used: Vec<usize> = (0..self.x.len()).filter(|&i| kernel[i] > 0.0).collect();
         let curvature_room = if self.curved() {
             0.5 / half_width.max(1e-6)
@@ -660,9 +826,9 @@ impl Data {
                 slope: 1.0,
                 curvature: 0.0,
             },
-            SLOPE_CAP,
+            cap,
         );
-        if curvature_room == 0.0 || shape.slope >= SLOPE_CAP {
+        if curvature_room == 0.0 || shape.slope >= cap {
             return shape;
         }
         for _ in 0..30 {
@@ -696,6 +862,7 @@ impl Data {
                         curvature: shape.curvature + t * step.curvature,
                     },
                     curvature_room,
+                    cap,
                 );
                 if self.deviance_at(kernel, theta, next) <= before {
                     moved = (next.slope - shape.slope).abs()
@@ -720,7 +887,7 @@ impl Data {
                     slope: 1.0,
                     curvature: sign * curvature_room,
                 },
-                SLOPE_CAP,
+                cap,
             );
         }
         shape
@@ -728,23 +895,44 @@ impl Data {
 
     /// The profile deviance at `theta`.
     fn deviance(&self, kernel: &[f64], theta: f64, half_width: f64) -> f64 {
-        self.deviance_at(kernel, theta, self.best_shape(kernel, theta, half_width))
+        self.deviance_capped(kernel, theta, half_width, SLOPE_CAP)
+    }
+
+    /// The profile deviance at `theta`, the slope no steeper than `cap`.
+    fn deviance_capped(&self, kernel: &[f64], theta: f64, half_width: f64, cap: f64) -> f64 {
+        self.deviance_at(
+            kernel,
+            theta,
+            self.best_shape(kernel, theta, half_width, cap),
+        )
     }
 
     fn profile(&self, kernel: &[f64], half_width: f64, lo: f64, hi: f64) -> Profile {
+        self.profile_capped(kernel, half_width, (lo, hi), SLOPE_CAP)
+    }
+
+    /// The profile deviance scanned over `θ ∈ [lo, hi]`, the slope no
+    /// steeper than `cap`, and its refined minimum.
+    fn profile_capped(
+        &self,
+        kernel: &[f64],
+        half_width: f64,
+        (lo, hi): (f64, f64),
+        cap: f64,
+    ) -> Profile {
         let thetas: Vec<f64> = (0..SCAN)
             .map(|k| lo + (hi - lo) * k as f64 / (SCAN - 1) as f64)
             .collect();
         let deviances = thetas
             .iter()
-            .map(|&t| self.deviance(kernel, t, half_width))
+            .map(|&t| self.deviance_capped(kernel, t, half_width, cap))
             .collect();
         let mut profile = Profile {
             thetas,
             deviances,
             best: None,
         };
-        profile.refine(|t| self.deviance(kernel, t, half_width));
+        profile.refine(|t| self.deviance_capped(kernel, t, half_width, cap));
         profile
     }
 
@@ -1067,6 +1255,102 @@ mod tests {
         assert_eq!(c.range_per_s, [Some(9.0), Some(10.0)]);
         let e = c.estimate_per_s.unwrap();
         assert!(e > 9.0 && e < 10.0);
+    }
+
+    /// `n` samples in bursts of `burst` consecutive ones, each burst all
+    /// beyond the bound with probability `p`: a correlated queue's tail,
+    /// whose batch-means inflation is `burst`.
+    fn bursts(rng: &mut Rng64, n: u64, burst: u64, p: f64) -> f64 {
+        ((0..n / burst).filter(|_| rng.random::<f64>() < p).count() as u64 * burst) as f64
+    }
+
+    /// The rule before the likelihood-ratio test: a fitted rise of more
+    /// than `CLIFF_LOGITS` across the runs either side was a cliff.
+    fn steep_across_the_bracket(c: &Crossing) -> bool {
+        c.slope >= SLOPE_CAP * 0.5
+            || matches!(c.bracket_per_s, [Some(a), Some(b)] if c.slope * (b / a).ln() > CLIFF_LOGITS)
+    }
+
+    /// A smooth, steep tail crossing at 30.8 seen by short runs of a
+    /// bursty queue (the inflation known): neighbouring runs often differ
+    /// by more than a smooth curve allows by their point estimates, and
+    /// the fitted rise across the runs either side exceeds 6 logits in a
+    /// fair share of replications (the rule before the likelihood-ratio
+    /// test called each a cliff). The runs' noise allows it: at 25 logits
+    /// per e-fold (100 calls in bursts of 16) a cliff is called in at most
+    /// 3%; at 40 (240 calls in bursts of 4), as steep as the smooth curve
+    /// the test allows across the gap 28.6–33, at most its 5% level.
+    #[test]
+    fn noise_between_neighbouring_runs_is_no_cliff() {
+        let mut rng = Rng64::seed_from_u64(44);
+        let truth = 30.8;
+        let reps = 400;
+        for (slope, calls, burst, at_most_pct) in [(25.0, 100, 16, 3), (40.0, 240, 4, 5)] {
+            let (mut called, mut steep) = (0, 0);
+            for _ in 0..reps {
+                let points: Vec<Point> = [22.0, 26.5, 28.6, 33.0, 36.0]
+                    .iter()
+                    .map(|&r| Point {
+                        rate_per_s: r,
+                        observation: Observation::Count {
+                            samples: calls as f64,
+                            beyond: bursts(&mut rng, calls, burst, true_pi(r, truth, slope)),
+                            inflation: burst as f64,
+                        },
+                    })
+                    .collect();
+                let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+                called += usize::from(c.method == Method::Bracket);
+                steep += usize::from(steep_across_the_bracket(&c));
+            }
+            eprintln!(
+                "slope {slope}: cliffs called {called}/{reps}; steep across the bracket {steep}/{reps}"
+            );
+            assert!(
+                called * 100 <= reps * at_most_pct,
+                "{called}/{reps} cliffs called"
+            );
+            assert!(
+                steep * 100 >= reps * 10,
+                "{steep}/{reps}: the old rule is not reached"
+            );
+        }
+    }
+
+    /// A real step, near 0 below and near 1 above with plenty of samples,
+    /// is a cliff; a neighbour within the bound by its point estimate but
+    /// not by its interval widens the bracket to the next run out, and with
+    /// none further out that end is open.
+    #[test]
+    fn a_cliffs_bracket_widens_past_an_unsure_neighbour() {
+        let points = [
+            count(8.0, 2000.0, 2.0),
+            // 8% of 200: within by its point, not by its interval.
+            count(9.0, 200.0, 16.0),
+            count(10.0, 2000.0, 1990.0),
+            count(12.0, 2000.0, 2000.0),
+        ];
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::Bracket, "{c:?}");
+        assert_eq!(c.bracket_per_s, [Some(9.0), Some(10.0)]);
+        assert_eq!(c.range_per_s, [Some(8.0), Some(10.0)]);
+        let e = c.estimate_per_s.unwrap();
+        assert!((9.0..10.0).contains(&e), "{c:?}");
+        let c = crossing(&points[1..], &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::Bracket, "{c:?}");
+        assert_eq!(c.range_per_s, [None, Some(10.0)]);
+        // Beyond by its point, not by its interval: the next run above.
+        let points = [
+            count(8.0, 2000.0, 2.0),
+            count(9.0, 2000.0, 4.0),
+            // 13% of 100.
+            count(10.0, 100.0, 13.0),
+            count(11.0, 2000.0, 1995.0),
+            count(12.0, 2000.0, 2000.0),
+        ];
+        let c = crossing(&points, &[], Bound::Fraction(0.1), 0.9);
+        assert_eq!(c.method, Method::Bracket, "{c:?}");
+        assert_eq!(c.range_per_s, [Some(9.0), Some(11.0)], "{c:?}");
     }
 
     #[test]

@@ -140,6 +140,45 @@ fn cards_say_what_is_missing_and_never_invent_numbers() {
     );
 }
 
+/// A fitted Cr_open whose range has no lower end: the card gives the
+/// estimate, says nothing is promised yet and what would give a promise,
+/// and the sizing row by the promise has no count and says so.
+#[test]
+fn a_fitted_cr_open_without_a_lower_end_promises_nothing() {
+    let report = fixture();
+    let mut card = report.cards[0].clone();
+    let cr = &mut card.cr_open[0];
+    cr.rps = Some(39.0);
+    cr.range = [None, Some(45.0)];
+    cr.promise_rps = None;
+    cr.confidence = Some(0.9);
+    cr.method = Some("fit".to_string());
+    cr.failed_at_rps = None;
+    cr.failed_run_id = None;
+    cr.failed_clauses.clear();
+    cr.run_id = None;
+    cr.note = Some(
+        "the runs do not bound Cr_open from below: the 90% range reaches below the lowest rate \
+         tested (36 req/s), up to 45 req/s; so nothing is promised yet: runs further below the \
+         estimate (a lower `min` for the search) or more calls near it (a longer `budget`, or a \
+         longer `duration` per run) would give the range a lower end"
+            .to_string(),
+    );
+    let row = &mut card.sizing[0];
+    row.uses = "cr_open:interactive:promise".to_string();
+    row.cr_per_replica = None;
+    row.replicas = None;
+    row.cost_per_hour = None;
+    row.note = Some("Cr_open for `interactive` promises nothing yet".to_string());
+    let text = render_card(&report, &card, &Templates::builtin()).unwrap();
+    assert!(!text.contains("can promise"), "{text}");
+    let excerpt: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("interactive") && (l.contains("Cr_open") || l.contains("SLO")))
+        .collect();
+    insta::assert_snapshot!("open-lower-end-promises-nothing", excerpt.join("\n"));
+}
+
 #[test]
 fn charts_are_deterministic_and_labelled() {
     let report = fixture();

@@ -1111,7 +1111,7 @@ mod tests {
         assert_eq!(interactive["measured_by"], json!("open"));
         assert_eq!(
             interactive["range"],
-            json!({ "units": "queries/s", "low": 19.125, "high": 25.125 })
+            json!({ "units": "queries/s", "low": 25.125, "high": 39.84375 })
         );
         assert_eq!(capcard["cr_closed"]["measured_by"], json!("closed"));
         assert_eq!(

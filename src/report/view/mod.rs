@@ -178,7 +178,8 @@ pub struct CrOpenView {
     pub method: String,
     /// `"90%"`: the confidence of `range`.
     pub confidence_pct: Option<String>,
-    /// The range's lower end: what sizing uses by default.
+    /// The range's lower end: what sizing uses by default; none when the
+    /// range has no lower end (a fitted Cr_open then promises nothing).
     pub promise: Option<f64>,
     /// The clause whose crossing binds, in words (`"TTFT p90 ≤ 250 ms"`).
     pub bound_by: Option<String>,
@@ -288,6 +289,10 @@ pub struct SizingView {
     pub uses: String,
     /// The mode that measured the capacity used.
     pub mode: String,
+    /// What the "Cr per replica" cell says when there is none: `"not
+    /// measured"`, or `"no promise yet"` when the Cr_open sized on has an
+    /// estimate but its range no lower end.
+    pub missing: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -826,6 +831,21 @@ fn sizing_views(card: &Card, modes: &ModeTags) -> Vec<SizingView> {
     card.sizing
         .iter()
         .map(|row| {
+            let without_promise = row
+                .uses
+                .strip_prefix("cr_open:")
+                .and_then(|rest| rest.strip_suffix(":promise"))
+                .and_then(|key| {
+                    let key = key.strip_prefix("mix=").unwrap_or(key);
+                    card.cr_open.iter().find(|c| c.slo == key)
+                })
+                .is_some_and(CrOpen::estimate_without_promise);
+            let missing = if without_promise {
+                "no promise yet"
+            } else {
+                "not measured"
+            }
+            .to_string();
             let (uses, mode) = match row.uses.strip_prefix("cr_open:") {
                 Some(rest) => {
                     let words = match rest.rsplit_once(':') {
@@ -844,6 +864,7 @@ fn sizing_views(card: &Card, modes: &ModeTags) -> Vec<SizingView> {
                 row: row.clone(),
                 uses,
                 mode,
+                missing,
             }
         })
         .collect()
