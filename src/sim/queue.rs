@@ -243,6 +243,20 @@ impl InService {
     fn slot_free_at(&self) -> Duration {
         self.start + self.service
     }
+
+    /// Its tokens due at or before `now`, in order.
+    fn send_due(&mut self, now: Duration, out: &mut Vec<QueueToken>) {
+        while self.sent < self.tokens && self.due(self.sent) <= now {
+            out.push(QueueToken {
+                id: self.id,
+                index: self.sent,
+                last: self.sent + 1 == self.tokens,
+                prompt_tokens: self.prompt_tokens,
+                rng: self.rng,
+            });
+            self.sent += 1;
+        }
+    }
 }
 
 /// One token the queue sends.
@@ -323,16 +337,7 @@ impl QueueState {
     pub fn advance(&mut self, now: Duration, out: &mut Vec<QueueToken>) {
         // Tokens due, and slots whose service has ended.
         for s in &mut self.serving {
-            while s.sent < s.tokens && s.due(s.sent) <= now {
-                out.push(QueueToken {
-                    id: s.id,
-                    index: s.sent,
-                    last: s.sent + 1 == s.tokens,
-                    prompt_tokens: s.prompt_tokens,
-                    rng: s.rng,
-                });
-                s.sent += 1;
-            }
+            s.send_due(now, out);
         }
         self.serving
             .retain(|s| s.sent < s.tokens || s.slot_free_at() > now);
@@ -352,16 +357,7 @@ impl QueueState {
                 prompt_tokens: w.prompt_tokens,
                 rng: w.rng,
             };
-            while s.sent < s.tokens && s.due(s.sent) <= now {
-                out.push(QueueToken {
-                    id: s.id,
-                    index: s.sent,
-                    last: s.sent + 1 == s.tokens,
-                    prompt_tokens: s.prompt_tokens,
-                    rng: s.rng,
-                });
-                s.sent += 1;
-            }
+            s.send_due(now, out);
             if s.sent < s.tokens || s.slot_free_at() > now {
                 self.serving.push(s);
             }
