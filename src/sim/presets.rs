@@ -337,6 +337,18 @@ pub const L4: Hardware = Hardware {
     interconnect_bytes_per_s: 32.0e9,
 };
 
+/// The made-up `tiny` accelerator's efficiencies (the `queue` preset
+/// keeps them too: it never runs the cost model).
+const TINY_EFFICIENCY: Efficiency = Efficiency {
+    compute: 0.6,
+    memory: 0.8,
+    kv_read: 1.0,
+    attention_overlap: 1.0,
+    step_overhead_s: 0.3e-3,
+    per_seq_overhead_s: 5.0e-6,
+    allreduce_latency_s: 8.0e-6,
+};
+
 static PRESETS: [Preset; 8] = [
     // Published figures: PUBLISHED (single stream, batch 8, saturated).
     Preset {
@@ -496,15 +508,7 @@ static PRESETS: [Preset; 8] = [
         max_model_len_override: None,
         answers: Answers::PLAIN,
         queue: None,
-        efficiency: Efficiency {
-            compute: 0.6,
-            memory: 0.8,
-            kv_read: 1.0,
-            attention_overlap: 1.0,
-            step_overhead_s: 0.3e-3,
-            per_seq_overhead_s: 5.0e-6,
-            allreduce_latency_s: 8.0e-6,
-        },
+        efficiency: TINY_EFFICIENCY,
     },
     // Not an engine: a queue with a known answer (`sim queue`, see
     // [`super::queue`]), M/M/1 with a 100 ms mean until its knobs say
@@ -548,15 +552,7 @@ static PRESETS: [Preset; 8] = [
             service: Service::Exponential { mean_s: 0.1 },
             cliff: None,
         }),
-        efficiency: Efficiency {
-            compute: 0.6,
-            memory: 0.8,
-            kv_read: 1.0,
-            attention_overlap: 1.0,
-            step_overhead_s: 0.3e-3,
-            per_seq_overhead_s: 5.0e-6,
-            allreduce_latency_s: 8.0e-6,
-        },
+        efficiency: TINY_EFFICIENCY,
     },
 ];
 

@@ -72,3 +72,43 @@ fn the_audit_refuses_an_endpoint_and_an_experiment_without_a_search() {
         .assert()
         .code(1);
 }
+
+/// `sim queue` over HTTP, in real time: one slot, 200 ms of service, two
+/// clients in a closed loop. Each call waits for the other's service, so
+/// TTFT is about 200 ms and E2E about 400 ms (first token at service
+/// start, the last at its end).
+#[test]
+fn a_queue_serves_in_real_time_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rt-queue.kdl");
+    std::fs::write(
+        &file,
+        r#"
+experiment "rt-queue" { seed 1; }
+target "q" {
+    sim queue {
+        slots 1
+        service "deterministic" mean="200ms"
+    }
+    api completions
+}
+workload "w" { input-tokens fixed 16; output-tokens fixed 4; }
+closed { concurrency 2; duration "3s"; warmup "1s"; }
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    capcard()
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .success();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let run = &results["cards"][0]["closed"][0];
+    let ttft = run["ttft_ms"]["p50"].as_f64().unwrap();
+    let e2e = run["e2e_ms"]["p50"].as_f64().unwrap();
+    assert!((170.0..260.0).contains(&ttft), "TTFT p50 {ttft} ms: {run}");
+    assert!((370.0..480.0).contains(&e2e), "E2E p50 {e2e} ms: {run}");
+}
