@@ -270,7 +270,9 @@ impl Search {
             .find(|c| Some(&c.label) == fit.bound_by.as_ref())
             .map_or(0.0, |c| c.slope);
         let step = if slope > 0.0 {
-            (STEP_LOGITS / slope).clamp(self.precision, STEP_MAX)
+            // A precision coarser than the largest step (`precision="30%"`)
+            // asks for no finer step than that.
+            (STEP_LOGITS / slope).clamp(self.precision.min(STEP_MAX), STEP_MAX)
         } else {
             STEP_MAX
         };
@@ -932,6 +934,17 @@ mod tests {
             assert!(fit.half_width().unwrap() <= 0.05);
             assert!(rates.len() <= 16, "{truth}: {rates:?}");
         }
+    }
+
+    #[test]
+    fn a_precision_coarser_than_the_largest_step_still_steps() {
+        // `precision="30%"`: the step's floor once stood above its cap, and
+        // the search panicked on its first fitted step.
+        let mut search = Search::new(0.5, 64.0, 0.3, 0.9, Some(8.0), vec!["s".into()], None);
+        let rates = drive(&mut search, &[("s", 20.0)]);
+        let fit = search.fit("s");
+        let e = fit.estimate_rps.expect("a crossing");
+        assert!((e - 20.0).abs() / 20.0 < 0.3, "{fit:?} {rates:?}");
     }
 
     #[test]

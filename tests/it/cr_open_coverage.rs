@@ -152,7 +152,7 @@ fn run(
     let censored = if decided_at_ms.is_some() {
         Some("decided early".to_string())
     } else {
-        (!completions_keep_pace(offered, completed)).then(|| "overloaded".to_string())
+        (!completions_keep_pace(offered, completed, None)).then(|| "overloaded".to_string())
     };
     let evidence = RunEvidence {
         run_id: format!("r{rate}-v{visit}"),
