@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use capcard::analyze::cr_open::{ClauseObservation, RunEvidence, SloObservations, fit};
+use capcard::analyze::cr_open::{ClauseObservation, RunEvidence, Slices, SloObservations, fit};
 use capcard::stats::crossing::{Bound, Observation};
 
 fn runs() -> Vec<RunEvidence> {
@@ -29,6 +29,12 @@ fn runs() -> Vec<RunEvidence> {
                     samples,
                     beyond: (samples * logistic(at, allowed, slope)).round(),
                     inflation: 4.0,
+                }),
+                // 20 slices, as a run's summary keeps them: the fit's
+                // settling test reads them.
+                slices: Some(Slices {
+                    samples: vec![(samples / 20.0).round() as u64; 20],
+                    values: vec![(samples * logistic(at, allowed, slope) / 20.0).round(); 20],
                 }),
             };
             RunEvidence {

@@ -52,6 +52,37 @@ pub struct ClauseObservation {
     pub bound: Bound,
     /// `None` when the run measured nothing for it.
     pub observation: Option<Observation>,
+    /// The counts per slice of the window it was read from (`None` for
+    /// evidence built without them): the fit drops a settling start from
+    /// every run at once ([`settling_slices`]).
+    pub slices: Option<Slices>,
+}
+
+/// A clause's counts per slice of a run's window: calls, and calls beyond
+/// the bound (a count clause) or their sum in ms (a mean).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slices {
+    pub samples: Vec<u64>,
+    pub values: Vec<f64>,
+}
+
+impl Slices {
+    /// The clause's observation from slice `from` on.
+    fn observation_from(&self, bound: Bound, from: usize) -> Option<Observation> {
+        let from = from.min(self.samples.len());
+        match bound {
+            Bound::Fraction(_) => {
+                let beyond: Vec<u64> = self.values[from..]
+                    .iter()
+                    .map(|&v| v.round() as u64)
+                    .collect();
+                crossing::count_observation(&self.samples[from..], &beyond)
+            }
+            Bound::Mean(_) => {
+                crossing::mean_observation(&self.samples[from..], &self.values[from..])
+            }
+        }
+    }
 }
 
 impl RunEvidence {
@@ -85,10 +116,18 @@ pub fn evidence_of(summary: &RunSummary) -> Option<RunEvidence> {
                 }
                 Bound::Mean(_) => crossing::mean_observation(&batches.samples, &batches.sums_ms),
             };
+            let values: Vec<f64> = match bound {
+                Bound::Fraction(_) => batches.beyond.iter().map(|&b| b as f64).collect(),
+                Bound::Mean(_) => batches.sums_ms.clone(),
+            };
             clauses.push(ClauseObservation {
                 label: clause.label.clone(),
                 bound,
                 observation,
+                slices: (values.len() == batches.samples.len()).then(|| Slices {
+                    samples: batches.samples.clone(),
+                    values,
+                }),
             });
         }
         slos.push(SloObservations {
@@ -231,6 +270,11 @@ pub struct ClauseCrossing {
     /// model-free check.
     #[serde(default)]
     pub isotonic_rps: Option<f64>,
+    /// The share of every run's window the fit left out at its start,
+    /// because the runs together were still settling there (0, 0.25 or
+    /// 0.5; [`settling_slices`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub settling_skipped: f64,
     /// `"fraction"`: the runs show the fraction beyond the bound, allowed
     /// up to `allowed`; `"mean_ms"`: the mean, allowed up to `allowed` ms.
     pub scale: String,
@@ -408,11 +452,20 @@ fn fit_clause(
     confidence: f64,
 ) -> (ClauseCrossing, Method) {
     let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let settling = settling_slices(judged, index, bound);
     let mut censored_rates = Vec::new();
     let mut points = Vec::new();
     let mut shown = Vec::new();
     for (run, clauses) in judged {
-        let observation = clauses.get(index).and_then(|c| c.observation);
+        let observation = clauses
+            .get(index)
+            .and_then(|c| match (&c.slices, settling) {
+                // A backlogged run is read by its last quarter already.
+                (Some(slices), from) if from > 0 && run.censored.as_deref() != Some(BACKLOGGED) => {
+                    slices.observation_from(bound, from)
+                }
+                _ => c.observation,
+            });
         if censored_for(run, observation, bound, confidence) {
             censored_rates.push(run.realized_rps);
             continue;
@@ -440,12 +493,141 @@ fn fit_clause(
             slope: found.slope,
             dispersion: found.dispersion,
             isotonic_rps: found.isotonic_per_s,
+            settling_skipped: settling_share(judged, index, settling),
             scale: scale.to_string(),
             allowed,
             points: shown,
         },
         found.method,
     )
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// The one-sided z below which a start of the windows reads lower than
+/// the rest (5%).
+const SETTLING_Z: f64 = -1.645;
+
+/// How many slices at the start of every run's window the fit leaves out:
+/// 0, a quarter, or a half.
+///
+/// Each run starts from an empty queue, and a warmup shorter than the
+/// queue's relaxation leaves the start of the window quieter than the
+/// level the rate holds: the fraction beyond a bound, or the mean, reads
+/// low there, and Cr_open high. One run's quarter is too few calls to
+/// show it, so the test pools the runs: for each run, the first quarter's
+/// count beyond the bound (or its mean) against what the rest of its
+/// window predicts, summed over the runs into one z score (each run's
+/// difference over its own standard error, the rest's included, widened
+/// by the run's batch-means inflation for a count). When the first
+/// quarter reads lower at the one-sided 5% level, it is left out of every
+/// run, and the second quarter is tested against the second half the
+/// same way. Runs censored for another reason than a trend, and runs
+/// without slices, take no part; a backlogged run is read by its last
+/// quarter already. Leaving a settled quarter out costs a quarter of the
+/// calls and no accuracy; the test leaves one out at most 5% of the time
+/// when nothing settles.
+pub fn settling_slices(
+    judged: &[(RunEvidence, &[ClauseObservation])],
+    index: usize,
+    bound: Bound,
+) -> usize {
+    let slices: Vec<&Slices> = judged
+        .iter()
+        .filter(|(run, _)| run.censored.is_none())
+        .filter_map(|(_, clauses)| clauses.get(index)?.slices.as_ref())
+        .filter(|s| s.samples.len() >= 8)
+        .collect();
+    let mut skipped = 0;
+    for quarter in 0..2 {
+        let Some(z) = settling_z(&slices, bound, quarter) else {
+            break;
+        };
+        if z >= SETTLING_Z {
+            break;
+        }
+        skipped = quarter + 1;
+    }
+    slices.first().map_or(0, |s| skipped * s.samples.len() / 4)
+}
+
+/// The pooled z of quarter `quarter` against the rest of the windows after
+/// it (negative: lower); `None` when no run carries a difference.
+fn settling_z(slices: &[&Slices], bound: Bound, quarter: usize) -> Option<f64> {
+    let (mut sum, mut variance) = (0.0, 0.0);
+    for s in slices {
+        let q = s.samples.len() / 4;
+        let (from, to) = (quarter * q, (quarter + 1) * q);
+        let part = |range: std::ops::Range<usize>| -> (f64, f64) {
+            (
+                s.samples[range.clone()].iter().sum::<u64>() as f64,
+                s.values[range].iter().sum::<f64>(),
+            )
+        };
+        let (n_first, v_first) = part(from..to);
+        let (n_rest, v_rest) = part(to..s.samples.len());
+        if n_first < 1.0 || n_rest < 1.0 {
+            continue;
+        }
+        match bound {
+            Bound::Fraction(_) => {
+                let p = v_rest / n_rest;
+                let inflation = match crossing::count_observation(
+                    &s.samples[from..],
+                    &s.values[from..]
+                        .iter()
+                        .map(|&v| v.round() as u64)
+                        .collect::<Vec<_>>(),
+                ) {
+                    Some(Observation::Count { inflation, .. }) => inflation,
+                    _ => 1.0,
+                };
+                let var = p * (1.0 - p) * inflation * (n_first + n_first * n_first / n_rest);
+                if var > 0.0 {
+                    sum += v_first - n_first * p;
+                    variance += var;
+                }
+            }
+            Bound::Mean(_) => {
+                let first = crossing::mean_observation(&s.samples[from..to], &s.values[from..to]);
+                let rest = crossing::mean_observation(&s.samples[to..], &s.values[to..]);
+                if let (
+                    Some(Observation::Mean {
+                        mean: m1,
+                        std_error: e1,
+                    }),
+                    Some(Observation::Mean {
+                        mean: m2,
+                        std_error: e2,
+                    }),
+                ) = (first, rest)
+                {
+                    let var = e1 * e1 + e2 * e2;
+                    if var > 0.0 {
+                        // Inverse-variance weights: Σ(d/v) over √Σ(1/v).
+                        sum += (m1 - m2) / var;
+                        variance += 1.0 / var;
+                    }
+                }
+            }
+        }
+    }
+    (variance > 0.0).then(|| sum / variance.sqrt())
+}
+
+/// The share of a window `settling` slices are (of the first run with
+/// slices).
+fn settling_share(
+    judged: &[(RunEvidence, &[ClauseObservation])],
+    index: usize,
+    settling: usize,
+) -> f64 {
+    judged
+        .iter()
+        .find_map(|(_, clauses)| clauses.get(index)?.slices.as_ref())
+        .map_or(0.0, |s| settling as f64 / s.samples.len().max(1) as f64)
 }
 
 /// A run's showing of a clause with its interval, for the chart.
@@ -501,10 +683,71 @@ mod tests {
                             beyond: (2000.0 * fraction).round(),
                             inflation: 1.0,
                         }),
+                        slices: None,
                     })
                     .collect(),
             }],
         }
+    }
+
+    /// Runs whose windows start quieter than they go on: the first quarter
+    /// of each is left out, and the crossing falls; runs as steady at the
+    /// start as later keep all of their windows.
+    #[test]
+    fn a_settling_start_is_left_out_of_every_run() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(3);
+        // 100 calls a slice; the fraction beyond a p90 bound at `rate`
+        // (crossing at 10), a third of it in the first quarter when
+        // `settling`.
+        let mut runs_of = |settling: bool| -> Vec<RunEvidence> {
+            [6.0, 8.0, 9.0, 10.0, 11.0, 12.0]
+                .iter()
+                .map(|&rate| {
+                    let p =
+                        1.0 / (1.0 + (-((0.1f64 / 0.9).ln() + 6.0 * (rate / 10.0f64).ln())).exp());
+                    let samples = vec![100u64; 20];
+                    let values: Vec<f64> = (0..20)
+                        .map(|j| {
+                            let p = if settling && j < 5 { p / 3.0 } else { p };
+                            (0..100).filter(|_| rng.random::<f64>() < p).count() as f64
+                        })
+                        .collect();
+                    let slices = Slices { samples, values };
+                    let mut r = run(rate, &[(0.1, 0.0)], None);
+                    let clause = &mut r.slos[0].clauses[0];
+                    clause.observation = slices.observation_from(Bound::Fraction(0.1), 0);
+                    clause.slices = Some(slices);
+                    r
+                })
+                .collect()
+        };
+        let settling = runs_of(true);
+        let steady = runs_of(false);
+        let judged = |runs: &[RunEvidence]| -> usize {
+            let pairs: Vec<(RunEvidence, &[ClauseObservation])> = runs
+                .iter()
+                .map(|r| (r.clone(), &r.slos[0].clauses[..]))
+                .collect();
+            settling_slices(&pairs, 0, Bound::Fraction(0.1))
+        };
+        assert_eq!(judged(&settling), 5);
+        assert_eq!(judged(&steady), 0);
+        let fitted = fit(&settling, "s", 0.9);
+        assert!(
+            (fitted.clauses[0].settling_skipped - 0.25).abs() < 1e-9,
+            "{fitted:?}"
+        );
+        // Read whole, the quiet quarters put the crossing higher.
+        let mut whole = settling.clone();
+        for r in &mut whole {
+            r.slos[0].clauses[0].slices = None;
+        }
+        let whole = fit(&whole, "s", 0.9);
+        assert!(
+            fitted.estimate_rps.unwrap() < whole.estimate_rps.unwrap(),
+            "{fitted:?} {whole:?}"
+        );
     }
 
     #[test]

@@ -305,6 +305,10 @@ impl<'a> ClauseRuns<'a> {
                 .find(|s| s.slo == self.slo)
                 .and_then(|s| s.clauses.get_mut(self.index))?;
             slot.observation = observation;
+            slot.slices = Some(cr_open::Slices {
+                samples: samples.to_vec(),
+                values: beyond.iter().map(|&b| b as f64).collect(),
+            });
         }
         cr_open::clause_crossing(&evidence, self.slo, self.index, confidence)
     }

@@ -479,7 +479,13 @@ fn from_fit(
     });
     let half_width = fit.half_width();
     let precision_reached = precision.map(|p| half_width.is_some_and(|h| h <= p + 1e-9));
-    let note = fit_note(fit, runs, (slo, unit), max_rps, precision, half_width);
+    let note = match (
+        fit_note(fit, runs, (slo, unit), max_rps, precision, half_width),
+        settling_note(fit),
+    ) {
+        (Some(n), Some(s)) => Some(format!("{n}; {s}")),
+        (n, s) => n.or(s),
+    };
     let at_least = fit.range[0].is_some() && fit.range[1].is_none();
     CrOpen {
         slo: slo.to_string(),
@@ -507,6 +513,26 @@ fn from_fit(
             .unwrap_or_default(),
         limited_by: None,
     }
+}
+
+/// The card's note when the fit left a settling start out of the runs'
+/// windows (the binding clause's `settling_skipped`).
+fn settling_note(fit: &SloFit) -> Option<String> {
+    let c = fit
+        .clauses
+        .iter()
+        .find(|c| Some(&c.label) == fit.bound_by.as_ref() && c.settling_skipped > 0.0)?;
+    Some(format!(
+        "`{}` read lower at the start of the windows than later (pooled over the runs, \
+         one-sided 5%): the runs were still settling, and the first {} of every window \
+         was left out of the fit; a warmup that much longer keeps it",
+        c.label,
+        if c.settling_skipped > 0.3 {
+            "half"
+        } else {
+            "quarter"
+        }
+    ))
 }
 
 /// What the card says of a fitted Cr_open when it is not a plain estimate
@@ -897,6 +923,7 @@ mod tests {
                             beyond: (2000.0 * beyond_fraction(rate, truth)).round(),
                             inflation: 1.0,
                         }),
+                        slices: None,
                     }],
                 })
                 .collect(),
@@ -934,6 +961,41 @@ mod tests {
             assert!(fit.half_width().unwrap() <= 0.05);
             assert!(rates.len() <= 16, "{truth}: {rates:?}");
         }
+    }
+
+    #[test]
+    fn a_settling_start_left_out_is_said_on_the_card() {
+        let clause = |label: &str, skipped: f64| crate::analyze::cr_open::ClauseCrossing {
+            label: label.into(),
+            estimate_rps: Some(10.0),
+            range: [Some(9.0), Some(11.0)],
+            method: "fit".into(),
+            slope: 5.0,
+            dispersion: 1.0,
+            isotonic_rps: None,
+            settling_skipped: skipped,
+            scale: "fraction".into(),
+            allowed: 0.1,
+            points: vec![],
+        };
+        let mut fit = SloFit {
+            slo: "s".into(),
+            confidence: 0.9,
+            estimate_rps: Some(10.0),
+            range: [Some(9.0), Some(11.0)],
+            method: Method::Fit,
+            bound_by: Some("ttft p90 ≤ 1s".into()),
+            clauses: vec![clause("ttft p90 ≤ 1s", 0.25), clause("e2e p90 ≤ 5s", 0.5)],
+            censored: vec![],
+        };
+        let note = settling_note(&fit).expect("a note");
+        assert!(
+            note.contains("`ttft p90 ≤ 1s`") && note.contains("the first quarter"),
+            "{note}"
+        );
+        // Only the binding clause's settling is the card's.
+        fit.clauses[0].settling_skipped = 0.0;
+        assert_eq!(settling_note(&fit), None);
     }
 
     #[test]

@@ -758,6 +758,7 @@ pub(super) mod tests {
             slope,
             dispersion: 1.0,
             isotonic_rps: None,
+            settling_skipped: 0.0,
             scale: scale.to_string(),
             allowed,
             points,

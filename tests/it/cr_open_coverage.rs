@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use capcard::analyze::cr_open::{ClauseObservation, RunEvidence, SloFit, SloObservations};
+use capcard::analyze::cr_open::{ClauseObservation, RunEvidence, Slices, SloFit, SloObservations};
 use capcard::analyze::decisive::{SloWatch, alpha_for};
 use capcard::analyze::search::Search;
 use capcard::analyze::summary::completions_keep_pace;
@@ -165,6 +165,10 @@ fn run(
                 label: "ttft".to_string(),
                 bound: Bound::Fraction(1.0 - shape.q),
                 observation: crossing::count_observation(&counts.samples, &counts.hits),
+                slices: Some(Slices {
+                    samples: counts.samples.to_vec(),
+                    values: counts.hits.iter().map(|&h| h as f64).collect(),
+                }),
             }],
         }],
     };
