@@ -144,18 +144,41 @@ pub fn virtual_and_real_time_give_the_same_card_on_the_simulator() {
         ]
     };
     let (re, ve) = (ends(&r), ends(&v));
+    // What each search ran, for the failure message: a disagreement is
+    // read from the runs' states (a false "overloaded" once capped the
+    // real range at 28 of 36 rps on a loaded CI machine).
+    let runs = |c: &capcard::analyze::Card| -> String {
+        c.open
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:?} rps: {} of {} completed, {:?} {:?}",
+                    s.rate_rps,
+                    s.requests,
+                    s.offered.unwrap_or(0),
+                    s.state,
+                    s.state_reason
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     if r.method.as_deref() == Some("fit") && v.method.as_deref() == Some("fit") {
         assert!(
             re[0] <= ve[1] && ve[0] <= re[1],
-            "Cr_open ranges {re:?} real, {ve:?} virtual"
+            "Cr_open ranges {re:?} real, {ve:?} virtual\nreal runs: {}\nvirtual runs: {}",
+            runs(real),
+            runs(virt)
         );
     } else {
         let (a, b) = (r.rps.unwrap_or(0.0), v.rps.unwrap_or(0.0));
         assert!(
             a.max(b) <= 1.6 * a.min(b),
-            "Cr_open {a} ({re:?}, {:?}) real, {b} ({ve:?}, {:?}) virtual",
+            "Cr_open {a} ({re:?}, {:?}) real, {b} ({ve:?}, {:?}) virtual\nreal runs: {}\nvirtual runs: {}",
             r.method,
-            v.method
+            v.method,
+            runs(real),
+            runs(virt)
         );
     }
 }
