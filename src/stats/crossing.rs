@@ -68,7 +68,7 @@
 //! - **One side only**: with every run below the bound, the range has no
 //!   upper end (`None`), with every run beyond it no lower end.
 
-use super::interval::{batch_means_ratio, normal_quantile};
+use super::interval::{batch_means_ratio, normal_quantile, t_quantile};
 
 /// How a run saw one clause.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -427,7 +427,6 @@ pub fn crossing(
         };
     }
     let z = normal_quantile(1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0);
-    let cut = z * z;
 
     let x_min = data.x.iter().copied().fold(f64::INFINITY, f64::min);
     let x_max = data.x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -456,7 +455,14 @@ pub fn crossing(
     };
     let shape = data.best_shape(&kernel, theta, half_width, SLOPE_CAP);
     let slope = shape.slope;
-    let dispersion = data.dispersion(&kernel, theta, shape);
+    let (dispersion, dispersion_dof) = data.dispersion(&kernel, theta, shape);
+    // The noise the range is drawn with was estimated (the pooled
+    // inflation, the runs' scatter about the curve): Student's t on its
+    // degrees of freedom, not the normal (Satterthwaite on the log scale:
+    // `1/ν = 1/ν_inflation + 1/ν_dispersion`).
+    let dof = 1.0 / (1.0 / data.inflation_dof + 1.0 / dispersion_dof);
+    let z = student_z(confidence, dof).unwrap_or(z);
+    let cut = z * z;
     let allowed = cut * dispersion;
     let [low, high] = profile.interval(allowed, |t| data.deviance(&kernel, t, half_width));
     let cap = |r: Option<f64>| match (r, lowest_censored) {
@@ -555,6 +561,19 @@ pub fn crossing(
     }
 }
 
+/// The two-sided `confidence` quantile of Student's t on `dof` degrees of
+/// freedom, `None` when they are infinite (the normal's). Below 3 the
+/// Cornish–Fisher expansion of [`t_quantile`] loses its accuracy, and 3 is
+/// used.
+fn student_z(confidence: f64, dof: f64) -> Option<f64> {
+    dof.is_finite().then(|| {
+        t_quantile(
+            1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0,
+            dof.max(3.0),
+        )
+    })
+}
+
 /// The model's shape at the crossing: its slope in `ln λ` and a curvature.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Shape {
@@ -594,6 +613,10 @@ struct Data {
     target: f64,
     /// The fraction allowed as declared (counts; `target` is clamped off 0).
     allowed: f64,
+    /// Count clauses: the degrees of freedom of the pooled inflation, from
+    /// the scatter of the runs' own ([`Data::pool_inflation`]); infinite
+    /// when nothing estimated it.
+    inflation_dof: f64,
 }
 
 impl Data {
@@ -610,6 +633,7 @@ impl Data {
             target_logit: 0.0,
             target: 0.0,
             allowed: 0.0,
+            inflation_dof: f64::INFINITY,
         };
         match bound {
             Bound::Fraction(p0) => {
@@ -692,9 +716,51 @@ impl Data {
         } else {
             1.0
         };
+        self.inflation_dof = self.pooled_inflation_dof(weighted_log / total.max(f64::MIN_POSITIVE));
         for i in 0..self.weight.len() {
             self.inflation[i] = pooled;
             self.weight[i] /= pooled;
+        }
+    }
+
+    /// The degrees of freedom of the pooled inflation's logarithm, `2 / Var`
+    /// (a variance estimate on `ν` degrees of freedom has `Var(ln s²) ≈
+    /// 2/ν`). The variance of the pooled mean `ℓ̄ = Σ aᵢ·ℓᵢ` (`ℓᵢ` each
+    /// run's log inflation, `aᵢ` its share of the reliability weights) is
+    /// `s²·Σ aᵢ²`, with `s²` the runs' weighted scatter about `ℓ̄`
+    /// (unbiased for such weights): the runs' own inflations disagree as
+    /// much as the pooled one is uncertain, whatever the reason (bursts
+    /// few windows see, an inflation that changes with the rate). One run
+    /// alone: its corrected estimate leans on [`COARSE_BATCHES`] batches,
+    /// `COARSE_BATCHES − 1` degrees of freedom. No run with hits:
+    /// infinite (nothing was estimated).
+    fn pooled_inflation_dof(&self, mean_log: f64) -> f64 {
+        let shares: Vec<(f64, f64)> = (0..self.weight.len())
+            .filter_map(|i| {
+                let n = self.weight[i];
+                let fewer = (n * self.fraction[i]).min(n * (1.0 - self.fraction[i]));
+                let reliability = fewer.min(RELIABLE_HITS);
+                (reliability > 0.0).then(|| (reliability, self.inflation[i].max(1.0).ln()))
+            })
+            .collect();
+        match shares.len() {
+            0 => f64::INFINITY,
+            1 => (COARSE_BATCHES - 1) as f64,
+            _ => {
+                let total: f64 = shares.iter().map(|(r, _)| r).sum();
+                let sum_sq: f64 = shares.iter().map(|(r, _)| (r / total).powi(2)).sum();
+                let scatter: f64 = shares
+                    .iter()
+                    .map(|(r, l)| r / total * (l - mean_log).powi(2))
+                    .sum::<f64>()
+                    / (1.0 - sum_sq).max(f64::MIN_POSITIVE);
+                let variance = scatter * sum_sq;
+                if variance > 0.0 {
+                    2.0 / variance
+                } else {
+                    f64::INFINITY
+                }
+            }
         }
     }
 
@@ -1025,12 +1091,12 @@ impl Data {
 
     /// Pearson χ² / degrees of freedom of the fit, at least 1; 1 when
     /// fewer than 3 degrees of freedom leave it unknowable.
-    fn dispersion(&self, kernel: &[f64], theta: f64, shape: Shape) -> f64 {
+    fn dispersion(&self, kernel: &[f64], theta: f64, shape: Shape) -> (f64, f64) {
         let used: Vec<usize> = (0..self.x.len()).filter(|&i| kernel[i] > 0.0).collect();
         let effective_points: f64 = used.iter().map(|&i| kernel[i]).sum();
         let dof = effective_points - if self.curved() { 3.0 } else { 2.0 };
         if dof < 3.0 {
-            return 1.0;
+            return (1.0, f64::INFINITY);
         }
         let pearson: f64 = used
             .iter()
@@ -1045,7 +1111,12 @@ impl Data {
                 kernel[i] * r2
             })
             .sum();
-        (pearson / dof).max(1.0)
+        let dispersion = pearson / dof;
+        if dispersion > 1.0 {
+            (dispersion, dof)
+        } else {
+            (1.0, f64::INFINITY)
+        }
     }
 
     /// Pool adjacent violators over the points sorted by rate (weights: the
@@ -1505,6 +1576,67 @@ mod tests {
         let only = crossing(&[], &[11.0], Bound::Fraction(0.1), 0.9);
         assert_eq!(only.range_per_s, [None, Some(11.0)]);
         assert_eq!(only.estimate_per_s, None);
+    }
+
+    /// The same counts, their pooled inflation the same (4), once with the
+    /// runs' own inflations agreeing and once scattered around it: the
+    /// scattered ones estimate it on fewer degrees of freedom, and the
+    /// range is drawn with Student's t on them (wider), the estimate
+    /// unchanged. Agreeing inflations estimate it on infinitely many,
+    /// which is the normal's range.
+    #[test]
+    fn an_inflation_the_runs_disagree_on_widens_the_range_by_student_t() {
+        let truth = 10.0;
+        let rates = [8.0, 9.0, 9.5, 10.0, 10.5, 11.0, 12.0];
+        let points = |inflations: &[f64]| -> Vec<Point> {
+            rates
+                .iter()
+                .zip(inflations)
+                .map(|(&r, &inflation)| Point {
+                    rate_per_s: r,
+                    observation: Observation::Count {
+                        samples: 10_000.0,
+                        beyond: (10_000.0 * true_pi(r, truth, 8.0)).round(),
+                        inflation,
+                    },
+                })
+                .collect()
+        };
+        let agreeing = points(&[4.0; 7]);
+        // Geometric mean 4 (every run has its 100 reliable hits, so they
+        // weigh alike): 4·e^{±1}, 4·e^{±0.5}, 4.
+        let e = std::f64::consts::E;
+        let scattered = points(&[
+            4.0 * e,
+            4.0 / e,
+            4.0 * e.sqrt(),
+            4.0,
+            4.0 / e.sqrt(),
+            4.0 * e,
+            4.0 / e,
+        ]);
+        let a = crossing(&agreeing, &[], Bound::Fraction(0.1), 0.9);
+        let s = crossing(&scattered, &[], Bound::Fraction(0.1), 0.9);
+        let width = |c: &Crossing| (c.range_per_s[1].unwrap() / c.range_per_s[0].unwrap()).ln();
+        assert_eq!(a.method, Method::Fit, "{a:?}");
+        assert!(
+            (a.estimate_per_s.unwrap() / truth - 1.0).abs() < 0.02,
+            "{a:?}"
+        );
+        // The scatter of ±1 and ±0.5 in ln over seven runs: about 20
+        // degrees of freedom, t 1.72 against 1.64.
+        assert!(width(&s) > 1.03 * width(&a), "{a:?}\n{s:?}");
+        let data = Data::new(&agreeing, Bound::Fraction(0.1));
+        assert!(data.inflation_dof > 1e6, "{}", data.inflation_dof);
+        let data = Data::new(&scattered, Bound::Fraction(0.1));
+        assert!(
+            data.inflation_dof > 3.0 && data.inflation_dof < 60.0,
+            "{}",
+            data.inflation_dof
+        );
+        // One run with hits: its corrected inflation leans on 5 batches.
+        let one = [count(8.0, 2000.0, 0.0), count(12.0, 2000.0, 600.0)];
+        assert_eq!(Data::new(&one, Bound::Fraction(0.1)).inflation_dof, 4.0);
     }
 
     #[test]
