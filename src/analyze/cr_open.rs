@@ -597,10 +597,12 @@ fn settling_z(slices: &[&Slices], bound: Bound, quarter: usize) -> Option<f64> {
                     Some(Observation::Mean {
                         mean: m1,
                         std_error: e1,
+                        ..
                     }),
                     Some(Observation::Mean {
                         mean: m2,
                         std_error: e2,
+                        ..
                     }),
                 ) = (first, rest)
                 {
@@ -649,7 +651,9 @@ fn point_of(run: &RunEvidence, observation: Observation, z: f64, confidence: f64
                 effective_samples: samples / inflation.max(1.0),
             }
         }
-        Observation::Mean { mean, std_error } => ClausePoint {
+        Observation::Mean {
+            mean, std_error, ..
+        } => ClausePoint {
             run_id: run.run_id.clone(),
             rate_rps: run.realized_rps,
             value: mean,

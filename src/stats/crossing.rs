@@ -80,8 +80,13 @@ pub enum Observation {
         beyond: f64,
         inflation: f64,
     },
-    /// A mean and its (batch-means) standard error, in the bound's unit.
-    Mean { mean: f64, std_error: f64 },
+    /// A mean of `samples` values and its (batch-means) standard error, in
+    /// the bound's unit.
+    Mean {
+        mean: f64,
+        std_error: f64,
+        samples: f64,
+    },
 }
 
 /// One run's observation of a clause at its realized arrival rate.
@@ -239,9 +244,12 @@ pub fn side(observation: Observation, bound: Bound, confidence: f64) -> Option<S
             allowed,
             z,
         )),
-        (Observation::Mean { mean, std_error }, Bound::Mean(m))
-            if mean > 0.0 && m > 0.0 && std_error.is_finite() =>
-        {
+        (
+            Observation::Mean {
+                mean, std_error, ..
+            },
+            Bound::Mean(m),
+        ) if mean > 0.0 && m > 0.0 && std_error.is_finite() => {
             Some(mean_side((mean / m).ln(), mean_sd(mean, std_error), z))
         }
         _ => None,
@@ -370,7 +378,11 @@ pub fn mean_observation(samples: &[u64], sums: &[f64]) -> Option<Observation> {
         .into_iter()
         .flatten()
         .fold(0.0, f64::max);
-    Some(Observation::Mean { mean, std_error })
+    Some(Observation::Mean {
+        mean,
+        std_error,
+        samples: n as f64,
+    })
 }
 
 fn merge_pairs(samples: &[u64], sums: &[f64]) -> (Vec<u64>, Vec<f64>) {
@@ -411,7 +423,7 @@ pub fn crossing(
     bound: Bound,
     confidence: f64,
 ) -> Crossing {
-    let data = Data::new(points, bound);
+    let mut data = Data::new(points, bound);
     let lowest_censored = censored_per_s
         .iter()
         .copied()
@@ -444,6 +456,7 @@ pub fn crossing(
             break;
         }
         (kernel, half_width) = (next, width);
+        data.pool_mean_variance(&kernel);
         profile = data.profile(&kernel, half_width, lo, hi);
     }
     let Some(theta) = profile.best_theta() else {
@@ -604,9 +617,12 @@ struct Data {
     /// pooling; see [`Data::pool_inflation`]).
     inflation: Vec<f64>,
     fraction: Vec<f64>,
-    /// Mean clauses: ln(mean / bound) and its variance.
+    /// Mean clauses: ln(mean / bound) and its variance (pooled: see
+    /// [`Data::pool_mean_variance`]); each run's own variance, and its
+    /// samples in `weight`.
     log_ratio: Vec<f64>,
     variance: Vec<f64>,
+    own_variance: Vec<f64>,
     counts: bool,
     /// logit π₀ (counts).
     target_logit: f64,
@@ -629,6 +645,7 @@ impl Data {
             fraction: vec![],
             log_ratio: vec![],
             variance: vec![],
+            own_variance: vec![],
             counts: matches!(bound, Bound::Fraction(_)),
             target_logit: 0.0,
             target: 0.0,
@@ -663,20 +680,84 @@ impl Data {
                     data.inflation.push(inflation.max(1.0));
                     data.fraction.push((beyond / samples).clamp(0.0, 1.0));
                 }
-                (Observation::Mean { mean, std_error }, Bound::Mean(m))
-                    if mean > 0.0 && m > 0.0 && std_error.is_finite() =>
-                {
+                (
+                    Observation::Mean {
+                        mean,
+                        std_error,
+                        samples,
+                    },
+                    Bound::Mean(m),
+                ) if mean > 0.0 && m > 0.0 && std_error.is_finite() => {
                     let sd = mean_sd(mean, std_error);
                     data.rate.push(p.rate_per_s);
                     data.x.push(p.rate_per_s.ln());
                     data.log_ratio.push((mean / m).ln());
                     data.variance.push(sd * sd);
+                    data.weight.push(samples.max(1.0));
+                    data.own_variance.push(sd * sd);
                 }
                 _ => {}
             }
         }
         data.pool_inflation();
+        let everywhere = vec![1.0; data.x.len()];
+        data.pool_mean_variance(&everywhere);
         data
+    }
+
+    /// A mean clause's counterpart of [`Data::pool_inflation`]: each run's
+    /// variance of `ln mean` from the runs' pooled variance per sample,
+    /// `Σ kᵢ·nᵢ·vᵢ / Σ kᵢ` over the runs the `kernel` weighs (`vᵢ` a run's
+    /// own variance of `ln mean`, `nᵢ` its samples), divided by its own
+    /// samples.
+    ///
+    /// A run's own batch-means standard error is read from the same calls
+    /// as its mean: a window that caught a burst reads a high mean *and* a
+    /// wide error, one that missed it a low mean and a narrow one, and
+    /// weighing each run by its own error pulls the curve down (the
+    /// crossing up). On an M/M/4 (100 ms, TTFT mean ≤ 40 ms, 30 s windows)
+    /// the runs near the crossing read `sd(ln mean)` from 0.19 to 1.3, the
+    /// narrowest the lowest means, and the range held Erlang C's answer in
+    /// 65 of 100 seeds, the estimate +3.3% (BENCHMARKS.md). The pool is the
+    /// ordinary pooled variance (an arithmetic mean, unbiased, where a
+    /// geometric one reads low), local like the fit: the variance per call
+    /// of a queue's mean wait grows towards saturation. Its degrees of
+    /// freedom, from the runs' scatter about it, go to the range's t.
+    fn pool_mean_variance(&mut self, kernel: &[f64]) {
+        if self.counts || self.own_variance.is_empty() {
+            return;
+        }
+        let per_sample: Vec<(f64, f64)> = (0..self.x.len())
+            .filter(|&i| kernel[i] > 0.0)
+            .map(|i| (kernel[i], self.weight[i] * self.own_variance[i]))
+            .collect();
+        let total: f64 = per_sample.iter().map(|(k, _)| k).sum();
+        if total <= 0.0 {
+            return;
+        }
+        let pooled = per_sample.iter().map(|(k, v)| k * v).sum::<f64>() / total;
+        for i in 0..self.x.len() {
+            self.variance[i] = pooled / self.weight[i];
+        }
+        self.inflation_dof = match per_sample.len() {
+            0 => f64::INFINITY,
+            1 => (COARSE_BATCHES - 1) as f64,
+            _ => {
+                // Var(s²)/σ⁴ = 2/ν for an estimate on ν degrees of freedom.
+                let sum_sq: f64 = per_sample.iter().map(|(k, _)| (k / total).powi(2)).sum();
+                let scatter = per_sample
+                    .iter()
+                    .map(|(k, v)| k / total * (v - pooled).powi(2))
+                    .sum::<f64>()
+                    / (1.0 - sum_sq).max(f64::MIN_POSITIVE);
+                let relative = scatter * sum_sq / (pooled * pooled);
+                if relative > 0.0 {
+                    2.0 / relative
+                } else {
+                    f64::INFINITY
+                }
+            }
+        };
     }
 
     /// Turns each count run's samples into effective samples, with an
@@ -1639,6 +1720,38 @@ mod tests {
         assert_eq!(Data::new(&one, Bound::Fraction(0.1)).inflation_dof, 4.0);
     }
 
+    /// Windows that caught a burst read a high mean and a wide error, the
+    /// others a low mean and a narrow one. Here every rate has one of each,
+    /// `ln mean` 0.3 above and below the truth (ln mean = ln 40 + 6·ln(λ/10)),
+    /// with errors of 0.6 and 0.15: weighed by their own errors, the quiet
+    /// runs would count 16 times as much and put the crossing about +5%
+    /// high; the pooled variance weighs them alike.
+    #[test]
+    fn a_mean_clause_pools_its_runs_variance_so_quiet_windows_do_not_outweigh_bursty_ones() {
+        let truth = 10.0;
+        let mut points = vec![];
+        for &r in &[8.5, 9.0, 9.5, 10.0, 10.5, 11.0, 11.5] {
+            let level = 40.0 * (r / truth as f64).powi(6);
+            for (shift, sd) in [(0.3f64, 0.6), (-0.3, 0.15)] {
+                let mean = level * shift.exp();
+                points.push(Point {
+                    rate_per_s: r,
+                    observation: Observation::Mean {
+                        mean,
+                        std_error: sd * mean,
+                        samples: 300.0,
+                    },
+                });
+            }
+        }
+        let c = crossing(&points, &[], Bound::Mean(40.0), 0.9);
+        assert_eq!(c.method, Method::Fit, "{c:?}");
+        let estimate = c.estimate_per_s.unwrap();
+        assert!((estimate / truth - 1.0).abs() < 0.015, "{c:?}");
+        let [low, high] = c.range_per_s;
+        assert!(low.unwrap() < truth && truth < high.unwrap(), "{c:?}");
+    }
+
     #[test]
     fn all_within_the_bound_gives_only_a_lower_end() {
         let points = [count(4.0, 2000.0, 0.0), count(8.0, 2000.0, 20.0)];
@@ -1664,6 +1777,7 @@ mod tests {
                 observation: Observation::Mean {
                     mean: 100.0 * (r / 5.0f64).powi(2),
                     std_error: 2.0,
+                    samples: 400.0,
                 },
             })
             .collect();
