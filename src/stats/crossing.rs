@@ -1731,7 +1731,7 @@ mod tests {
         let truth = 10.0;
         let mut points = vec![];
         for &r in &[8.5, 9.0, 9.5, 10.0, 10.5, 11.0, 11.5] {
-            let level = 40.0 * (r / truth as f64).powi(6);
+            let level = 40.0 * (r / truth).powi(6);
             for (shift, sd) in [(0.3f64, 0.6), (-0.3, 0.15)] {
                 let mean = level * shift.exp();
                 points.push(Point {
