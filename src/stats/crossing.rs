@@ -1728,7 +1728,7 @@ mod tests {
     /// high; the pooled variance weighs them alike.
     #[test]
     fn a_mean_clause_pools_its_runs_variance_so_quiet_windows_do_not_outweigh_bursty_ones() {
-        let truth = 10.0;
+        let truth = 10.0_f64;
         let mut points = vec![];
         for &r in &[8.5, 9.0, 9.5, 10.0, 10.5, 11.0, 11.5] {
             let level = 40.0 * (r / truth).powi(6);
