@@ -460,7 +460,10 @@ fn fit_clause(
         let observation = clauses
             .get(index)
             .and_then(|c| match (&c.slices, settling) {
-                // A backlogged run is read by its last quarter already.
+                // A backlogged run keeps its whole window: a filling
+                // queue's start is not a settling one. (Reading it by its
+                // last quarter was tried and reverted: BENCHMARKS.md,
+                // "Session 2026-12-07".)
                 (Some(slices), from) if from > 0 && run.censored.as_deref() != Some(BACKLOGGED) => {
                     slices.observation_from(bound, from)
                 }
@@ -524,9 +527,9 @@ const SETTLING_Z: f64 = -1.645;
 /// by the run's batch-means inflation for a count). When the first
 /// quarter reads lower at the one-sided 5% level, it is left out of every
 /// run, and the second quarter is tested against the second half the
-/// same way. Runs censored for another reason than a trend, and runs
-/// without slices, take no part; a backlogged run is read by its last
-/// quarter already. Leaving a settled quarter out costs a quarter of the
+/// same way. Censored runs (backlogged ones included) and runs without
+/// slices take no part, and a backlogged run keeps its whole window.
+/// Leaving a settled quarter out costs a quarter of the
 /// calls and no accuracy; the test leaves one out at most 5% of the time
 /// when nothing settles.
 pub fn settling_slices(
