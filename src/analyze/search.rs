@@ -581,7 +581,9 @@ fn fit_note(
         }
         [None, None] => {
             return Some(format!(
-                "the runs do not place Cr_open (rates tested: {} {unit})",
+                "the runs do not place Cr_open (rates tested: {} {unit}): each run's calls \
+                 scatter more than the rates' differences show; a longer `duration` per run \
+                 (or a longer `budget`) would place it",
                 list(&tested)
             ));
         }
@@ -610,6 +612,22 @@ fn fit_note(
                     significant(high)
                 )
             };
+            // Runs already far below the estimate (beyond the fit's
+            // narrowest kernel, a factor 1.5) did not bound it: more runs
+            // further down would not either; each run's calls are too few
+            // to show how the tail falls.
+            let far_below = fit
+                .estimate_rps
+                .zip(tested.first())
+                .is_some_and(|(estimate, &lowest)| lowest * 1.5 <= estimate);
+            if far_below {
+                return Some(format!(
+                    "the runs do not bound Cr_open from below: {why}; so nothing is promised \
+                     yet: there were runs far below the estimate, but too few calls per run \
+                     near it to show how the tail falls; a longer `duration` per run (or a \
+                     longer `budget`) would give the range a lower end"
+                ));
+            }
             return Some(format!(
                 "the runs do not bound Cr_open from below: {why}; so nothing is promised yet: \
                  runs further below the estimate ({lower}) or more calls near it (a longer \
@@ -1374,5 +1392,14 @@ mod tests {
         );
         let grid = fit_note(&fit, &runs, ("s", "rps"), None, None, None).unwrap();
         assert!(grid.contains("lower rates in the grid"), "{grid}");
+        // Runs already far below the estimate: a lower `min` would not
+        // help; longer runs would.
+        let mut far = runs.clone();
+        far[0].realized_rps = 16.0;
+        far[0].rate_rps = 16.0;
+        let note = fit_note(&fit, &far, ("s", "rps"), Some(80.0), Some(0.05), None).unwrap();
+        assert!(note.contains("nothing is promised yet"), "{note}");
+        assert!(!note.contains("a lower `min`"), "{note}");
+        assert!(note.contains("a longer `duration` per run"), "{note}");
     }
 }
