@@ -581,9 +581,9 @@ fn fit_note(
         }
         [None, None] => {
             return Some(format!(
-                "the runs do not place Cr_open (rates tested: {} {unit}): each run's calls \
-                 scatter more than the rates' differences show; a longer `duration` per run \
-                 (or a longer `budget`) would place it",
+                "the runs do not place Cr_open (rates tested: {} {unit}): their calls were too \
+                 few, or scattered too much, to bound it on either side; a longer `duration` \
+                 per run (or a longer `budget`) would give it ends",
                 list(&tested)
             ));
         }

@@ -574,6 +574,42 @@ pub fn crossing(
     }
 }
 
+/// The degrees of freedom of a pooled variance, from the scatter of the
+/// estimates it pools: `shares` are `(weight, estimate)`, on a scale where
+/// the pool is `centre` and a unit change is a relative one (the logs of
+/// the estimates, or each over the pool). An estimate on `ν` degrees of
+/// freedom varies by `2/ν` on that scale, so `ν = 2 / Var`, with `Var`
+/// the variance of the weighted mean `Σ aᵢ²·s²` (`aᵢ` the weights'
+/// shares, `s²` the estimates' scatter about the pool, unbiased for such
+/// weights): the estimates disagree as much as the pool is uncertain,
+/// whatever the reason (bursts some windows see and others miss, a
+/// variance that changes with the rate). One estimate alone: a run's
+/// corrected batch-means estimate leans on [`COARSE_BATCHES`] batches,
+/// `COARSE_BATCHES − 1` degrees of freedom. None: infinite (nothing was
+/// estimated).
+fn pool_dof(shares: &[(f64, f64)], centre: f64) -> f64 {
+    let total: f64 = shares.iter().map(|(w, _)| w).sum();
+    match shares.len() {
+        0 => f64::INFINITY,
+        1 => (COARSE_BATCHES - 1) as f64,
+        _ if total <= 0.0 => f64::INFINITY,
+        _ => {
+            let sum_sq: f64 = shares.iter().map(|(w, _)| (w / total).powi(2)).sum();
+            let scatter = shares
+                .iter()
+                .map(|(w, v)| w / total * (v - centre).powi(2))
+                .sum::<f64>()
+                / (1.0 - sum_sq).max(f64::MIN_POSITIVE);
+            let variance = scatter * sum_sq;
+            if variance > 0.0 {
+                2.0 / variance
+            } else {
+                f64::INFINITY
+            }
+        }
+    }
+}
+
 /// The two-sided `confidence` quantile of Student's t on `dof` degrees of
 /// freedom, `None` when they are infinite (the normal's). Below 3 the
 /// Cornish–Fisher expansion of [`t_quantile`] loses its accuracy, and 3 is
@@ -739,25 +775,8 @@ impl Data {
         for i in 0..self.x.len() {
             self.variance[i] = pooled / self.weight[i];
         }
-        self.inflation_dof = match per_sample.len() {
-            0 => f64::INFINITY,
-            1 => (COARSE_BATCHES - 1) as f64,
-            _ => {
-                // Var(s²)/σ⁴ = 2/ν for an estimate on ν degrees of freedom.
-                let sum_sq: f64 = per_sample.iter().map(|(k, _)| (k / total).powi(2)).sum();
-                let scatter = per_sample
-                    .iter()
-                    .map(|(k, v)| k / total * (v - pooled).powi(2))
-                    .sum::<f64>()
-                    / (1.0 - sum_sq).max(f64::MIN_POSITIVE);
-                let relative = scatter * sum_sq / (pooled * pooled);
-                if relative > 0.0 {
-                    2.0 / relative
-                } else {
-                    f64::INFINITY
-                }
-            }
-        };
+        let relative: Vec<(f64, f64)> = per_sample.iter().map(|&(k, v)| (k, v / pooled)).collect();
+        self.inflation_dof = pool_dof(&relative, 1.0);
     }
 
     /// Turns each count run's samples into effective samples, with an
@@ -784,38 +803,7 @@ impl Data {
         if !self.counts || self.weight.is_empty() {
             return;
         }
-        let (mut weighted_log, mut total) = (0.0, 0.0);
-        for i in 0..self.weight.len() {
-            let n = self.weight[i];
-            let fewer = (n * self.fraction[i]).min(n * (1.0 - self.fraction[i]));
-            let reliability = fewer.min(RELIABLE_HITS);
-            weighted_log += reliability * self.inflation[i].max(1.0).ln();
-            total += reliability;
-        }
-        let pooled = if total > 0.0 {
-            (weighted_log / total).exp().max(1.0)
-        } else {
-            1.0
-        };
-        self.inflation_dof = self.pooled_inflation_dof(weighted_log / total.max(f64::MIN_POSITIVE));
-        for i in 0..self.weight.len() {
-            self.inflation[i] = pooled;
-            self.weight[i] /= pooled;
-        }
-    }
-
-    /// The degrees of freedom of the pooled inflation's logarithm, `2 / Var`
-    /// (a variance estimate on `ν` degrees of freedom has `Var(ln s²) ≈
-    /// 2/ν`). The variance of the pooled mean `ℓ̄ = Σ aᵢ·ℓᵢ` (`ℓᵢ` each
-    /// run's log inflation, `aᵢ` its share of the reliability weights) is
-    /// `s²·Σ aᵢ²`, with `s²` the runs' weighted scatter about `ℓ̄`
-    /// (unbiased for such weights): the runs' own inflations disagree as
-    /// much as the pooled one is uncertain, whatever the reason (bursts
-    /// few windows see, an inflation that changes with the rate). One run
-    /// alone: its corrected estimate leans on [`COARSE_BATCHES`] batches,
-    /// `COARSE_BATCHES − 1` degrees of freedom. No run with hits:
-    /// infinite (nothing was estimated).
-    fn pooled_inflation_dof(&self, mean_log: f64) -> f64 {
+        // (reliability, ln inflation) of each run with hits (or misses).
         let shares: Vec<(f64, f64)> = (0..self.weight.len())
             .filter_map(|i| {
                 let n = self.weight[i];
@@ -824,24 +812,18 @@ impl Data {
                 (reliability > 0.0).then(|| (reliability, self.inflation[i].max(1.0).ln()))
             })
             .collect();
-        match shares.len() {
-            0 => f64::INFINITY,
-            1 => (COARSE_BATCHES - 1) as f64,
-            _ => {
-                let total: f64 = shares.iter().map(|(r, _)| r).sum();
-                let sum_sq: f64 = shares.iter().map(|(r, _)| (r / total).powi(2)).sum();
-                let scatter: f64 = shares
-                    .iter()
-                    .map(|(r, l)| r / total * (l - mean_log).powi(2))
-                    .sum::<f64>()
-                    / (1.0 - sum_sq).max(f64::MIN_POSITIVE);
-                let variance = scatter * sum_sq;
-                if variance > 0.0 {
-                    2.0 / variance
-                } else {
-                    f64::INFINITY
-                }
-            }
+        let total: f64 = shares.iter().map(|(r, _)| r).sum();
+        let mean_log =
+            shares.iter().map(|(r, l)| r * l).sum::<f64>() / total.max(f64::MIN_POSITIVE);
+        let pooled = if total > 0.0 {
+            mean_log.exp().max(1.0)
+        } else {
+            1.0
+        };
+        self.inflation_dof = pool_dof(&shares, mean_log);
+        for i in 0..self.weight.len() {
+            self.inflation[i] = pooled;
+            self.weight[i] /= pooled;
         }
     }
 
