@@ -474,28 +474,17 @@ pub fn recompute(
             }
         }
         closed.sort_by_key(|s| (s.concurrency.unwrap_or(0), s.repetition));
-        open.sort_by(|a, b| {
-            a.rate_rps
-                .unwrap_or(0.0)
-                .total_cmp(&b.rate_rps.unwrap_or(0.0))
-                .then(a.repetition.cmp(&b.repetition))
-        });
-        // A rate can have an extension beside its run (`<id>--ext`, longer,
-        // for a conclusive verdict): the longest complete journal at a
-        // level or rate measures it; an extension cut short leaves the
-        // run's own. Every journal stays on disk.
+        // A level can have an extension beside its run (`<id>--ext`,
+        // longer, for a conclusive verdict): the longest complete journal
+        // at a level measures it; an extension cut short leaves the run's
+        // own. Every journal stays on disk.
         closed.dedup_by(|later, earlier| {
             (later.concurrency, later.repetition) == (earlier.concurrency, earlier.repetition) && {
                 keep_better(earlier, later);
                 true
             }
         });
-        open.dedup_by(|later, earlier| {
-            (later.rate_rps, later.repetition) == (earlier.rate_rps, earlier.repetition) && {
-                keep_better(earlier, later);
-                true
-            }
-        });
+        let open = every_open_run(open);
 
         let planned_closed = card_plan.closed.len();
         if closed.len() < planned_closed {
@@ -599,7 +588,43 @@ fn run_times(journal: &Journal, last_completed_ms: f64) -> analyze::wall_time::R
     }
 }
 
-/// Of two summaries of the same level or rate, keep in `kept` the one that
+/// The open runs that are points of the Cr_open fit, sorted by rate: every
+/// complete one (revisits, repetitions, an extension *and* the run it
+/// extended, each with its own request stream). Only an incomplete journal
+/// gives way, to the complete one of the same run or its extension
+/// ([`keep_better`]).
+///
+/// Keeping one run per rate (the longest window), as this did until
+/// 2026-12-08, threw away a search's revisits: the card's fit was not the
+/// one the search stopped on (on an audit's lognormal queue, 12 of 32
+/// runs), and it chose among them by the data, since a run the watch
+/// decided early in a burst beyond the bound is shorter than a quiet one
+/// at the same rate; a grid run gave way to its extension only when its
+/// own counts were inconclusive. docs/measuring.md ("Extensions") had said
+/// all along that both are points (BENCHMARKS.md, "Session 2026-12-08").
+fn every_open_run(mut open: Vec<analyze::RunSummary>) -> Vec<analyze::RunSummary> {
+    let stem = |s: &analyze::RunSummary| {
+        let id = s.run_id.strip_suffix("--ext").unwrap_or(&s.run_id);
+        (id.to_string(), s.repetition)
+    };
+    open.sort_by(|a, b| stem(a).cmp(&stem(b)).then(a.incomplete.cmp(&b.incomplete)));
+    open.dedup_by(|later, earlier| {
+        stem(later) == stem(earlier) && (later.incomplete || earlier.incomplete) && {
+            keep_better(earlier, later);
+            true
+        }
+    });
+    open.sort_by(|a, b| {
+        a.rate_rps
+            .unwrap_or(0.0)
+            .total_cmp(&b.rate_rps.unwrap_or(0.0))
+            .then(a.repetition.cmp(&b.repetition))
+            .then(a.run_id.cmp(&b.run_id))
+    });
+    open
+}
+
+/// Of two summaries of the same level or run, keep in `kept` the one that
 /// measures it: complete before incomplete, then the longer window.
 fn keep_better(kept: &mut analyze::RunSummary, other: &mut analyze::RunSummary) {
     let better = match (other.incomplete, kept.incomplete) {
@@ -983,5 +1008,33 @@ mod tests {
         let mut kept = at_rate("r2", 10.0, true);
         keep_better(&mut kept, &mut at_rate("r2--ext", 30.0, true));
         assert_eq!(kept.run_id, "r2--ext");
+    }
+
+    #[test]
+    fn every_complete_open_run_is_a_point_revisits_and_extended_runs_included() {
+        let ids = |runs: Vec<analyze::RunSummary>| -> Vec<String> {
+            every_open_run(runs).into_iter().map(|s| s.run_id).collect()
+        };
+        // A search's revisits of one rate, one of them decided early (a
+        // shorter window): all of them, whatever their windows.
+        let revisits = vec![
+            at_rate("r2--v3", 12.0, false),
+            at_rate("r2", 30.0, false),
+            at_rate("r2--v2", 30.0, false),
+        ];
+        assert_eq!(ids(revisits), ["r2", "r2--v2", "r2--v3"]);
+        // A grid run and its extension: both.
+        let extended = vec![at_rate("r2--ext", 120.0, false), at_rate("r2", 30.0, false)];
+        assert_eq!(ids(extended), ["r2", "r2--ext"]);
+        // An extension cut short gives way to its run, and an interrupted
+        // run to its finished extension; a revisit is not either's.
+        let cut = vec![
+            at_rate("r2--ext", 90.0, true),
+            at_rate("r2", 30.0, false),
+            at_rate("r2--v2", 30.0, false),
+        ];
+        assert_eq!(ids(cut), ["r2", "r2--v2"]);
+        let interrupted = vec![at_rate("r2", 10.0, true), at_rate("r2--ext", 120.0, false)];
+        assert_eq!(ids(interrupted), ["r2--ext"]);
     }
 }

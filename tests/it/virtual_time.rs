@@ -411,3 +411,45 @@ fn a_search_run_decisively_beyond_its_slo_stops_early_and_says_so() {
     assert!(decided.is_empty(), "{decided:?}");
     assert!(!card.contains("decided after"), "{card}");
 }
+
+/// Every open run of a search is a point of the card's Cr_open fit,
+/// revisits of a rate included: the card is the fit the search stopped
+/// on. (The folder kept one run per rate, the longest, until 2026-12-08,
+/// and the card's fit left out a search's revisits.)
+#[test]
+fn every_run_of_a_search_revisits_included_is_a_point_of_the_cards_fit() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("out");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tuning/mean-wait.kdl");
+    capcard()
+        .args(["run", "--quiet", "--virtual", "--out"])
+        .arg(&dir)
+        .arg(&file)
+        .assert()
+        .success();
+    let journals: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .expect("the runs")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".jsonl")?.to_string())
+        })
+        .collect();
+    assert!(
+        journals.iter().filter(|id| id.contains("--v")).count() >= 2,
+        "the search revisits rates: {journals:?}"
+    );
+    let report = read_report(&dir);
+    let card = &report.cards[0];
+    assert_eq!(card.open.len(), journals.len(), "{journals:?}");
+    let fit = &card.cr_open[0];
+    let mut fitted: Vec<&str> = fit.clauses[0]
+        .points
+        .iter()
+        .map(|p| p.run_id.as_str())
+        .collect();
+    fitted.sort_unstable();
+    let mut expected: Vec<&str> = journals.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(fitted, expected);
+}
