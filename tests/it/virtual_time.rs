@@ -420,8 +420,8 @@ fn a_search_run_decisively_beyond_its_slo_stops_early_and_says_so() {
 fn every_run_of_a_search_revisits_included_is_a_point_of_the_cards_fit() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("out");
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/tuning/mean-wait.kdl");
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tuning/mean-wait.kdl");
     capcard()
         .args(["run", "--quiet", "--virtual", "--out"])
         .arg(&dir)
