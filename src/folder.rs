@@ -603,10 +603,10 @@ fn run_times(journal: &Journal, last_completed_ms: f64) -> analyze::wall_time::R
 /// own counts were inconclusive. docs/measuring.md ("Extensions") had said
 /// all along that both are points (BENCHMARKS.md, "Session 2026-12-08").
 fn every_open_run(mut open: Vec<analyze::RunSummary>) -> Vec<analyze::RunSummary> {
-    let stem = |s: &analyze::RunSummary| {
+    fn stem(s: &analyze::RunSummary) -> (&str, analyze::Repetition) {
         let id = s.run_id.strip_suffix("--ext").unwrap_or(&s.run_id);
-        (id.to_string(), s.repetition)
-    };
+        (id, s.repetition)
+    }
     open.sort_by(|a, b| stem(a).cmp(&stem(b)).then(a.incomplete.cmp(&b.incomplete)));
     open.dedup_by(|later, earlier| {
         stem(later) == stem(earlier) && (later.incomplete || earlier.incomplete) && {

@@ -375,10 +375,18 @@ fn median_per_level(closed: &[RunSummary]) -> Vec<RunSummary> {
 /// One summary per open rate: with repetitions, the first repetition's,
 /// judged by all of them — per SLO a failure if any repetition failed, a
 /// pass only if every one passed, else inconclusive (with the reasons of a
-/// repetition that gave that verdict).
+/// repetition that gave that verdict). A grid run beside its extension
+/// (`<id>--ext`) is read by the extension: it was extended because its own
+/// verdict was inconclusive, and the longer run is that rate's verdict
+/// (both stay points of the Cr_open fit).
 pub fn combined_per_rate(open: &[RunSummary]) -> Vec<RunSummary> {
     let mut rates: Vec<(f64, Vec<&RunSummary>)> = Vec::new();
-    for run in open {
+    let extended = |run: &RunSummary| {
+        let ext = format!("{}--ext", run.run_id);
+        open.iter()
+            .any(|s| s.run_id == ext && s.repetition == run.repetition)
+    };
+    for run in open.iter().filter(|r| !extended(r)) {
         let rate = run.rate_rps.unwrap_or(0.0);
         match rates.iter_mut().find(|(r, _)| *r == rate) {
             Some((_, runs)) => runs.push(run),
@@ -1197,6 +1205,31 @@ mod tests {
         // Alone: rep 1 passed 2 and 4; rep 2 ran only the failing 4; rep 3 no rate.
         assert_eq!(spread.cr_open[0].rps, vec![Some(4.0), None, None]);
         assert!(single.repeat.is_none());
+    }
+
+    /// A grid run extended because it was inconclusive, beside its
+    /// extension: the rate's verdict is the extension's, and a revisit or a
+    /// repetition still combines with it.
+    #[test]
+    fn an_extension_decides_its_rates_verdict_and_a_repetition_still_counts() {
+        let mut inconclusive = open_run(4.0, true);
+        inconclusive.verdicts[0].verdict = crate::analyze::Verdict::Inconclusive;
+        let mut ext = open_run(4.0, true);
+        ext.run_id.push_str("--ext");
+        let per_rate = combined_per_rate(&[inconclusive.clone(), ext.clone()]);
+        assert_eq!(per_rate.len(), 1);
+        assert_eq!(
+            per_rate[0].verdicts[0].verdict,
+            crate::analyze::Verdict::Pass
+        );
+        let mut failing = open_run(4.0, false);
+        failing.repetition = crate::analyze::Repetition(2);
+        failing.run_id.push_str("--rep2");
+        let per_rate = combined_per_rate(&[inconclusive, ext, failing]);
+        assert_eq!(
+            per_rate[0].verdicts[0].verdict,
+            crate::analyze::Verdict::Fail
+        );
     }
 
     #[test]
