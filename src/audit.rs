@@ -25,6 +25,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::CrOpen;
+use crate::analyze::audited;
 use crate::config::{
     Experiment, LatencyMetric, RateSelection, SloClause, Stat, TargetKind, Workload,
 };
@@ -92,6 +93,11 @@ pub struct SeedResult {
 /// One SLO of one card over every seed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRow {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The settings audited ([`audited::settings_fingerprint`]): a card
+    /// quotes this row only when its own are the same.
+    pub fingerprint: Option<String>,
     pub target: String,
     pub workload: String,
     pub slo: String,
@@ -503,6 +509,8 @@ pub async fn audit(
                 }
             );
             rows.push(AuditRow {
+                experiment: experiment.name.clone(),
+                fingerprint: audited::settings_fingerprint(&experiment, workload, &slo.name),
                 target: target.clone(),
                 workload: workload.clone(),
                 slo: slo.name.clone(),

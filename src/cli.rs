@@ -156,6 +156,12 @@ pub enum Command {
         /// with a double-click and prints a card a page.
         #[arg(long)]
         html: bool,
+        /// Attach an audit of this experiment (the JSON of `capcard audit
+        /// FILE --json`, run on its `sim` twin with the same workload, SLO
+        /// and open block): it is copied into the folder as audit.json, and
+        /// each card quotes how often its ranges held the reference there.
+        #[arg(long, value_name = "AUDIT_JSON")]
+        audit: Option<PathBuf>,
     },
     /// Convert a results folder for the tools platform teams use: llm-d
     /// Benchmark Reports (one per run), CSV (runs and requests) or JSONL

@@ -22,6 +22,8 @@ use crate::report::{self, Templates};
 pub const EXPERIMENT_FILE: &str = "experiment.kdl";
 pub const PLAN_FILE: &str = "plan.json";
 pub const RESULTS_FILE: &str = "results.json";
+/// The experiment's audit (`capcard audit --json`), attached by `report --audit`.
+pub const AUDIT_FILE: &str = "audit.json";
 pub const RUNS_DIR: &str = "runs";
 pub const SUMMARY_FILE: &str = "summary.md";
 pub const TELEMETRY_DIR: &str = "telemetry";
@@ -68,6 +70,14 @@ pub enum FolderError {
     #[error("journal {path}: {message}")]
     #[diagnostic(code(capcard::journal))]
     Journal { path: PathBuf, message: String },
+    #[error("audit {}: {message}", path.display())]
+    #[diagnostic(
+        code(capcard::audit_file),
+        help(
+            "give the output of `capcard audit FILE --json` run on this experiment's file (its twin as the `sim` target), with the same workload, SLO and open block"
+        )
+    )]
+    Audit { path: PathBuf, message: String },
     #[error("rendering: {0}")]
     #[diagnostic(code(capcard::render))]
     Render(String),
@@ -119,6 +129,22 @@ impl ResultsFolder {
     }
     pub fn results(&self) -> PathBuf {
         self.dir.join(RESULTS_FILE)
+    }
+    /// The experiment's audit, when one was attached (`report --audit`).
+    pub fn audit_file(&self) -> PathBuf {
+        self.dir.join(AUDIT_FILE)
+    }
+    /// The attached audit's rows; `None` without one.
+    pub fn audit(&self) -> Result<Option<Vec<analyze::audited::AuditEntry>>, FolderError> {
+        let path = self.audit_file();
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(FolderError::Io { path, source }),
+        };
+        analyze::audited::parse(&text)
+            .map(Some)
+            .map_err(|message| FolderError::Audit { path, message })
     }
     pub fn runs(&self) -> PathBuf {
         self.dir.join(RUNS_DIR)
@@ -553,10 +579,52 @@ pub fn recompute(
             }
         }),
     };
+    if let Some(entries) = folder.audit()? {
+        for card in &mut cards {
+            for cr in &mut card.cr_open {
+                cr.audit = analyze::audited::quote(&entries, experiment, &card.workload, &cr.slo);
+            }
+        }
+    }
     let mut report =
         analyze::card::build_report(experiment, cards, &status, started_at, finished_at);
     report.content_nonce = content_nonce;
     Ok(report)
+}
+
+/// `capcard report DIR --audit FILE`: the audit (`capcard audit --json`)
+/// checked against the folder's experiment and copied in as
+/// [`AUDIT_FILE`], so that every card rendered from the folder from now on
+/// quotes it. Refused when none of its rows is of this experiment's
+/// settings (the reasons row by row); the number of rows that are.
+pub fn attach_audit(dir: &Path, audit: &Path) -> Result<usize, FolderError> {
+    let folder = ResultsFolder::new(dir);
+    let experiment = folder.load_experiment()?;
+    let text = fs::read_to_string(audit).map_err(io_err(audit))?;
+    let entries = analyze::audited::parse(&text).map_err(|message| FolderError::Audit {
+        path: audit.to_path_buf(),
+        message,
+    })?;
+    let reasons: Vec<String> = entries
+        .iter()
+        .filter_map(|e| analyze::audited::mismatch(e, &experiment))
+        .collect();
+    let matched = entries.len() - reasons.len();
+    if matched == 0 {
+        return Err(FolderError::Audit {
+            path: audit.to_path_buf(),
+            message: if reasons.is_empty() {
+                "it has no rows".to_string()
+            } else {
+                format!(
+                    "no row is of this folder's experiment: {}",
+                    reasons.join("; ")
+                )
+            },
+        });
+    }
+    write(&folder.audit_file(), &text)?;
+    Ok(matched)
 }
 
 /// What a journal says about its run's time: its header's `started_at` to

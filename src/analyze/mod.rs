@@ -5,6 +5,7 @@
 //! report` can recompute a card from a results folder without any endpoint.
 //! [`CapacityReport`] is the `results.json` model that `report` renders.
 
+pub mod audited;
 pub mod card;
 pub mod cr_open;
 pub mod crossp;
@@ -358,6 +359,12 @@ pub struct CrOpen {
     /// Plain-language reason when `rps` is null, only a bound, or the
     /// range is wider than asked.
     pub note: Option<String>,
+    /// What an audit of this experiment (`capcard audit --json`, in the
+    /// folder as `audit.json`) measured of this range: how often ranges of
+    /// these settings held the reference on a simulated twin. Null
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<audited::AuditQuote>,
     /// The run whose metrics stand for Cr_open: the highest-rate run within
     /// the SLO at or below the estimate.
     pub run_id: Option<String>,

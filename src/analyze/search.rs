@@ -512,6 +512,8 @@ fn from_fit(
             .map(|v| v.reasons.clone())
             .unwrap_or_default(),
         limited_by: None,
+        // Quoted by the folder from its `audit.json`, not from the runs.
+        audit: None,
     }
 }
 

@@ -163,12 +163,14 @@ pub fn dispatch(command: Command, out: &mut dyn Write) -> Outcome {
             template,
             out: file,
             html,
+            audit,
         } => report(
             &ReportRequest {
                 dir,
                 template,
                 out: file,
                 html,
+                audit,
             },
             out,
         ),
@@ -648,11 +650,23 @@ pub struct ReportRequest {
     pub out: Option<PathBuf>,
     /// One self-contained HTML page instead of the markdown cards.
     pub html: bool,
+    /// An audit to attach to the folder first (`--audit`).
+    pub audit: Option<PathBuf>,
 }
 
 /// `capcard report`: the folder's cards rendered again (or, with `--html`,
 /// as one page); the paths written on `out`.
 pub fn report(request: &ReportRequest, out: &mut dyn Write) -> Outcome {
+    if let Some(audit) = &request.audit {
+        match folder::attach_audit(&request.dir, audit) {
+            Ok(rows) => eprintln!(
+                "attached {} ({rows} row{} of this experiment's settings)",
+                audit.display(),
+                if rows == 1 { "" } else { "s" }
+            ),
+            Err(e) => return Ok(fail(e, Exit::Invalid)),
+        }
+    }
     if request.html {
         // The page is recomputed from the journals; results.json stays.
         let older = folder::older_results_note(&request.dir, false);

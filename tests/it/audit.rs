@@ -54,6 +54,104 @@ fn the_audit_holds_short_window_searches_to_erlang_c() {
     );
     let seeds = row["row"]["seeds"].as_array().unwrap();
     assert!(seeds.iter().all(|s| s["calls"].as_u64().unwrap() > 0));
+    the_card_quotes_the_audit_of_its_own_settings(&rows, covered);
+}
+
+/// `capcard report DIR --audit FILE`: a run of the same file quotes the
+/// audit's share beside its range; one whose share is below the stated
+/// confidence says the range is not of that confidence; an audit of
+/// other settings is refused, and the folder keeps none.
+fn the_card_quotes_the_audit_of_its_own_settings(rows: &serde_json::Value, covered: u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    capcard()
+        .arg("run")
+        .arg(audit_dir().join("short-window.kdl"))
+        .arg("--out")
+        .arg(&dir)
+        .assert()
+        .success();
+    let card = || std::fs::read_to_string(dir.join("queue--short.md")).unwrap();
+    assert!(
+        !card().contains("an audit of this experiment"),
+        "{}",
+        card()
+    );
+    let write = |name: &str, value: &serde_json::Value| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, serde_json::to_string(value).unwrap()).unwrap();
+        path
+    };
+
+    // Another window: the fingerprint is not this experiment's.
+    let mut other = rows.clone();
+    other[0]["row"]["fingerprint"] = "0000000000000000".into();
+    let out = capcard()
+        .arg("report")
+        .arg(&dir)
+        .arg("--audit")
+        .arg(write("other.json", &other))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("audited other settings"), "{stderr}");
+    assert!(!dir.join("audit.json").exists());
+
+    capcard()
+        .arg("report")
+        .arg(&dir)
+        .arg("--audit")
+        .arg(write("audit.json", rows))
+        .assert()
+        .success();
+    let quoted = format!("held the reference in {covered} of 20 searches");
+    assert!(card().contains(&quoted), "{}", card());
+    assert!(card().contains("audited: held"), "{}", card());
+    // Kept in the folder: a plain `report` quotes it again.
+    capcard().arg("report").arg(&dir).assert().success();
+    assert!(card().contains(&quoted), "{}", card());
+
+    // A share below the stated 90% (10 of 20, 30–70%).
+    let mut low = rows.clone();
+    low[0]["summary"]["covered"] = 10.into();
+    low[0]["summary"]["coverage_interval"] = serde_json::json!([0.3, 0.7]);
+    capcard()
+        .arg("report")
+        .arg(&dir)
+        .arg("--audit")
+        .arg(write("low.json", &low))
+        .assert()
+        .success();
+    assert!(
+        card().contains("**This range is not a 90% one here:**")
+            && card().contains("Read it as a 50% range"),
+        "{}",
+        card()
+    );
+
+    // An audit of an engine ten times faster (a twin calibrated
+    // elsewhere): its searches' estimates are nowhere near this range.
+    let mut faster = rows.clone();
+    for seed in faster[0]["row"]["seeds"].as_array_mut().unwrap() {
+        if let Some(e) = seed["estimate_rps"].as_f64() {
+            seed["estimate_rps"] = (e * 10.0).into();
+        }
+    }
+    capcard()
+        .arg("report")
+        .arg(&dir)
+        .arg("--audit")
+        .arg(write("faster.json", &faster))
+        .assert()
+        .success();
+    assert!(
+        card().contains("does not describe this card")
+            && card().contains("the audit is of another engine")
+            && !card().contains("borne out"),
+        "{}",
+        card()
+    );
 }
 
 #[test]

@@ -197,6 +197,69 @@ pub struct CrOpenView {
     /// The passing run at `rps`; `None` when its run is not in the report.
     pub at: Option<OpenPointView>,
     pub failed: Option<OpenPointView>,
+    /// What an audit of the experiment measured of this range.
+    pub audit: Option<AuditView>,
+}
+
+/// An audit's measurement of a Cr_open range, in the card's words.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditView {
+    pub target: String,
+    pub engine: String,
+    pub reference_method: String,
+    pub seeds: usize,
+    pub held: usize,
+    /// `"77%"`, and its 95% interval `"68–84%"`.
+    pub held_pct: String,
+    pub held_interval: String,
+    /// The confidence the range states, `"90%"`.
+    pub stated_pct: String,
+    /// The share held is below the stated confidence (the interval's upper
+    /// end below it).
+    pub below: bool,
+    pub within_precision: usize,
+    pub precision_pct: String,
+    pub median_width_pct: Option<String>,
+    /// The audited engine's reference Cr_open, and the 5th–95th percentile
+    /// of its searches' estimates (`"1.05–1.38"`), in rps.
+    pub reference_rps: Option<f64>,
+    pub estimates: Option<String>,
+    /// The card's range meets the audited searches' spread: the audit
+    /// speaks of this card (`AuditQuote::describes`).
+    pub describes: bool,
+}
+
+impl AuditView {
+    fn of(quote: &crate::analyze::audited::AuditQuote, range: [Option<f64>; 2]) -> AuditView {
+        let pct = |x: f64| format!("{:.0}%", x * 100.0);
+        AuditView {
+            target: quote.target.clone(),
+            engine: quote.engine.clone(),
+            reference_method: quote.reference_method.clone(),
+            seeds: quote.seeds,
+            held: quote.held,
+            held_pct: pct(quote.held as f64 / quote.seeds.max(1) as f64),
+            held_interval: format!(
+                "{:.0}–{:.0}%",
+                quote.held_interval[0] * 100.0,
+                quote.held_interval[1] * 100.0
+            ),
+            stated_pct: format!("{}%", crate::format::significant(quote.stated * 100.0)),
+            below: quote.below_stated(),
+            within_precision: quote.within_precision,
+            precision_pct: format!("{}%", crate::format::significant(quote.precision * 100.0)),
+            median_width_pct: quote.median_width.map(|w| format!("{:.1}%", w * 100.0)),
+            reference_rps: quote.reference_rps,
+            estimates: quote.estimates_rps.map(|[low, high]| {
+                format!(
+                    "{}–{}",
+                    crate::format::significant(low),
+                    crate::format::significant(high)
+                )
+            }),
+            describes: quote.describes(range),
+        }
+    }
 }
 
 /// One clause's crossing, for the card's table.
@@ -1055,6 +1118,7 @@ pub fn card_view(report: &CapacityReport, card: &Card) -> CardView {
             runs: cr.clauses.first().map_or(0, |c| c.points.len()),
             at: find_run(card, cr.run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
             failed: find_run(card, cr.failed_run_id.as_deref()).map(|r| open_point(r, &cr.slo)),
+            audit: cr.audit.as_ref().map(|q| AuditView::of(q, cr.range)),
         })
         .collect();
     let sizing = sizing_views(card, &modes);
