@@ -1608,6 +1608,71 @@ mod tests {
         assert_eq!(view.sizing[1].mode, "closed loop");
     }
 
+    /// An audit whose share held is below the stated confidence: the
+    /// summary says the range is not of that confidence, the Key numbers
+    /// row gives the share, and sizing, which reads the range, says so too.
+    #[test]
+    fn an_audit_below_the_stated_confidence_is_said_in_the_summary_and_in_sizing() {
+        let mut card = empty_card();
+        card.arrival = Some("poisson".into());
+        card.cr_open = vec![CrOpen {
+            slo: "chat".into(),
+            rps: Some(10.0),
+            range: [Some(9.0), Some(10.5)],
+            promise_rps: Some(9.0),
+            confidence: Some(0.9),
+            method: Some("fit".into()),
+            audit: Some(crate::analyze::audited::AuditQuote {
+                target: "twin".into(),
+                engine: "sim queue: 8 slots".into(),
+                reference_method: "a long run".into(),
+                seeds: 100,
+                held: 77,
+                held_interval: [0.68, 0.84],
+                stated: 0.9,
+                within_precision: 57,
+                precision: 0.05,
+                median_width: Some(0.125),
+                reference_rps: Some(10.2),
+                estimates_rps: Some([9.1, 11.0]),
+            }),
+            ..CrOpen::default()
+        }];
+        card.sizing = vec![SizingRow {
+            target: "x".into(),
+            uses: "cr_open:chat".into(),
+            cr_per_replica: Some(9.0),
+            unit: "req/s".into(),
+            headroom: 0.3,
+            spares: 0,
+            replicas: Some(2),
+            cost_per_hour: None,
+            cost_per_million_output_tokens: None,
+            currency: None,
+            note: None,
+        }];
+        let text = rendered(&card);
+        assert!(
+            text.contains("**This range is not a 90% one here:** an audit of this experiment on `twin`")
+                && text.contains("held the reference in 77 of 100 searches (77%; 68–84% at 95% confidence). Read it as a 77% range")
+                && text.contains("90% range 9.00–10.5; audited: held 77%")
+                && text.contains("- Cr_open `chat`: sizing reads a range that an audit of this experiment held in 77% of searches, not 90%"),
+            "{text}"
+        );
+        // Held as often as stated: no warning, in the summary or in sizing.
+        if let Some(audit) = card.cr_open[0].audit.as_mut() {
+            audit.held = 92;
+            audit.held_interval = [0.85, 0.96];
+        }
+        let text = rendered(&card);
+        assert!(
+            text.contains("The stated 90% is borne out")
+                && !text.contains("not a 90% one")
+                && !text.contains("sizing reads a range"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn the_card_puts_the_plans_times_beside_the_runs() {
         use crate::analyze::wall_time::CardWallTime;
