@@ -163,10 +163,10 @@ pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
     } else if summary.rate_limited_calls > 0 {
         Some("rate-limited")
     } else if summary.decided.is_some() {
-        // Stopped when its counts were decisive: they were read at an
-        // instant chosen by the counts, so they never bend the curve; the
-        // test that stopped it says it lies beyond the crossing.
-        Some("decided early")
+        // Stopped when its counts were decisive: the test that stopped it
+        // says it lies beyond the crossing, and it caps the range (below
+        // the fitted crossing, see `fit_clause`).
+        Some(DECIDED_EARLY)
     } else {
         match summary.state {
             RunState::Overloaded => Some("overloaded"),
@@ -180,6 +180,8 @@ pub fn censored_because(summary: &RunSummary) -> Option<&'static str> {
 /// rising through its window): the one reason the run's own counts can
 /// overrule (see [`censored_for`]).
 pub const BACKLOGGED: &str = "backlogged";
+/// Why a run the watch stopped once it was decisively beyond is censored.
+pub const DECIDED_EARLY: &str = "decided early";
 
 /// Whether `run` is censored for one clause, which it observed as
 /// `observation` against `bound`. Overloaded (arrivals left unfinished),
@@ -454,6 +456,7 @@ fn fit_clause(
     let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
     let settling = settling_slices(judged, index, bound);
     let mut censored_rates = Vec::new();
+    let mut decided = Vec::new();
     let mut points = Vec::new();
     let mut shown = Vec::new();
     for (run, clauses) in judged {
@@ -470,7 +473,11 @@ fn fit_clause(
                 _ => c.observation,
             });
         if censored_for(run, observation, bound, confidence) {
-            censored_rates.push(run.realized_rps);
+            if run.censored.as_deref() == Some(DECIDED_EARLY) {
+                decided.push((run, observation));
+            } else {
+                censored_rates.push(run.realized_rps);
+            }
             continue;
         }
         let Some(observation) = observation else {
@@ -481,6 +488,27 @@ fn fit_clause(
             observation,
         });
         shown.push(point_of(run, observation, z, confidence));
+    }
+    // A run decided early caps the range where it lies above the fitted
+    // crossing. One below it contradicts the fit; its counts up to the
+    // stop are evidence like any run's (the likelihood does not depend on
+    // the stopping rule), so it joins the fit as a point instead of
+    // sending the crossing to the bracket.
+    let without_decided = crossing::crossing(&points, &censored_rates, bound, confidence);
+    let below = without_decided
+        .estimate_per_s
+        .filter(|_| without_decided.method == Method::Fit);
+    for (run, observation) in &decided {
+        match (below, observation) {
+            (Some(estimate), Some(observation)) if run.realized_rps < estimate => {
+                points.push(Point {
+                    rate_per_s: run.realized_rps,
+                    observation: *observation,
+                });
+                shown.push(point_of(run, *observation, z, confidence));
+            }
+            _ => censored_rates.push(run.realized_rps),
+        }
     }
     let found = crossing::crossing(&points, &censored_rates, bound, confidence);
     let (scale, allowed) = match bound {
@@ -794,6 +822,41 @@ mod tests {
         assert!(fit.range[1].unwrap() <= 9.0);
         // The overloaded run is not a point of the fit.
         assert_eq!(fit.clauses[0].points.len(), 2);
+    }
+
+    /// A run the watch decided early in a burst below the crossing fitted
+    /// without it: as a cap it sent the crossing to the bracket, whose
+    /// upper end was that run; its counts up to the stop are a point of
+    /// the fit instead. A decided run above the crossing still caps it.
+    #[test]
+    fn a_run_decided_early_below_the_fitted_crossing_is_a_point_and_above_caps() {
+        // A logistic tail crossing 10% at 10 rps, 4 logits per e-fold.
+        let pi = |r: f64| 1.0 / (1.0 + (-((0.1f64 / 0.9).ln() + 4.0 * (r / 10.0).ln())).exp());
+        let mut burst = run(9.0, &[(0.1, 0.3)], Some(DECIDED_EARLY));
+        burst.slos[0].clauses[0].observation = Some(Observation::Count {
+            samples: 60.0,
+            beyond: 18.0,
+            inflation: 1.0,
+        });
+        let runs = vec![
+            run(4.0, &[(0.1, pi(4.0))], None),
+            run(6.0, &[(0.1, pi(6.0))], None),
+            run(8.0, &[(0.1, pi(8.0))], None),
+            burst,
+            run(11.0, &[(0.1, pi(11.0))], None),
+            run(12.0, &[(0.1, pi(12.0))], None),
+            run(16.0, &[(0.1, 0.9)], Some(DECIDED_EARLY)),
+        ];
+        let fitted = fit(&runs, "s", 0.9);
+        assert_eq!(fitted.method, Method::Fit, "{fitted:?}");
+        // Five measured runs and the decided one below the crossing.
+        assert_eq!(fitted.clauses[0].points.len(), 6, "{fitted:?}");
+        let [Some(low), Some(high)] = fitted.range else {
+            panic!("{fitted:?}");
+        };
+        assert!(low <= 10.0 && 10.0 <= high, "{fitted:?}");
+        // The decided run above still caps: the range ends below 16.
+        assert!(high < 16.0, "{fitted:?}");
     }
 
     /// A run flagged backlogged by its trend test at a low rate, its

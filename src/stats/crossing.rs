@@ -55,7 +55,9 @@
 //!   `analyze::cr_open::censored_for`): they show the rate is above the
 //!   crossing without a fraction to fit; they cap the range's upper end,
 //!   never bend the curve. One below the fitted crossing contradicts the
-//!   fit, and the crossing falls back to the bracket too.
+//!   fit, and the crossing falls back to the bracket too. (A run decided
+//!   early below the crossing fitted without it never gets here: its
+//!   counts are a point, `analyze::cr_open::fit_clause`.)
 //! - **The bracket** ([`Method::Bracket`]) carries the range's confidence
 //!   like the fit: its lower end is the highest rate whose run is within
 //!   the bound at the one-sided level (its Wilson interval's upper end
