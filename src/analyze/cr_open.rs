@@ -494,10 +494,14 @@ fn fit_clause(
     // stop are evidence like any run's (the likelihood does not depend on
     // the stopping rule), so it joins the fit as a point instead of
     // sending the crossing to the bracket.
-    let without_decided = crossing::crossing(&points, &censored_rates, bound, confidence);
-    let below = without_decided
-        .estimate_per_s
-        .filter(|_| without_decided.method == Method::Fit);
+    let below = if decided.is_empty() {
+        None
+    } else {
+        let without_decided = crossing::crossing(&points, &censored_rates, bound, confidence);
+        without_decided
+            .estimate_per_s
+            .filter(|_| without_decided.method == Method::Fit)
+    };
     for (run, observation) in &decided {
         match (below, observation) {
             (Some(estimate), Some(observation)) if run.realized_rps < estimate => {
